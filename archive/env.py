@@ -1,0 +1,72 @@
+"""Read typed settings from environment variables, failing at start-up with a clear message.
+
+Every reader takes the variable's name and its documented default; a value that does not parse
+raises ``ImproperlyConfigured`` naming the variable, so a typo never surfaces later as a traceback
+in the middle of a crawl.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str) -> str:
+    """Return the variable's value, or ``default`` when it is unset."""
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """Return the variable as a boolean (1/true/yes/on, 0/false/no/off).
+
+    Raises ImproperlyConfigured for any other word.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
+
+
+def env_number(name: str, default: float, *, minimum: float = 0, kind: type = float) -> float:
+    """Return the variable as a number of ``kind`` (int or float), at least ``minimum``.
+
+    Raises ImproperlyConfigured when it does not parse or is below ``minimum``.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return kind(default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a {kind.__name__}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    """Return the variable as an int, at least ``minimum`` (see ``env_number``)."""
+    return int(env_number(name, default, minimum=minimum, kind=int))
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    """Return a comma-separated variable as a list of non-empty, stripped strings."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default)
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def env_path(name: str, default: Path) -> Path:
+    """Return the variable as an absolute path (relative ones are taken from the working dir)."""
+    return Path(os.environ.get(name, str(default))).expanduser().resolve()

@@ -1,0 +1,209 @@
+"""Django settings for Vellum, read from environment variables.
+
+Every variable, its default and its meaning is listed in README.md ("Configuration"). Values are
+validated here, at start-up, so bad configuration fails before any work is claimed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from archive.env import env_bool, env_int, env_list, env_number, env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# --- where data lives --------------------------------------------------------------------------
+DATA_DIR = env_path("DATA_DIR", BASE_DIR / "data")
+ARCHIVE_DIR = DATA_DIR / "archive"
+SOURCES_DIR = DATA_DIR / "sources"
+LOGS_DIR = DATA_DIR / "logs"
+
+if DATA_DIR in (BASE_DIR / name for name in ("archive", "core", "crawls", "orchestrator")):
+    raise ImproperlyConfigured(f"DATA_DIR={DATA_DIR} would mix data into a source package")
+
+# --- Django core -------------------------------------------------------------------------------
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+
+def _secret_key() -> str:
+    """Return SECRET_KEY from the environment, else one kept in DATA_DIR (created on first use)."""
+    from_env = env_str("SECRET_KEY", "")
+    if from_env:
+        return from_env
+    key_file = DATA_DIR / "secret_key"
+    try:
+        return key_file.read_text().strip()
+    except FileNotFoundError:
+        pass
+    key = secrets.token_urlsafe(50)
+    try:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(key)
+        key_file.chmod(0o600)
+    except OSError:
+        pass  # read-only or absent DATA_DIR: a per-process key still serves (sessions won't last)
+    return key
+
+
+SECRET_KEY = _secret_key()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_huey",
+    "crawls",
+    "core",
+    "orchestrator",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "archive.urls"
+WSGI_APPLICATION = "archive.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database: SQLite in DATA_DIR by default, anything dj-database-url reads otherwise ------------
+DATABASE_URL = env_str("DATABASE_URL", "")
+SQLITE_BUSY_TIMEOUT = env_number("SQLITE_BUSY_TIMEOUT", 30, minimum=1)
+
+if DATABASE_URL:
+    try:
+        _database = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {error}") from None
+else:
+    _database = {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "db.sqlite3"}
+
+if _database["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers (web, status) work while an actor writes; IMMEDIATE transactions take the
+    # write lock up front so two writers queue on the busy timeout instead of failing mid-way.
+    _database["OPTIONS"] = {
+        "timeout": SQLITE_BUSY_TIMEOUT,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # Tests run actors in subprocesses, which must see the same file as the test process.
+    _database["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")}
+
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+LOGIN_URL = "admin:login"
+
+# --- huey (django-huey): side work; SQLite-backed by default, Redis when REDIS_URL is set ---------
+REDIS_URL = env_str("REDIS_URL", "")
+HUEY_IMMEDIATE = env_bool("HUEY_IMMEDIATE", False)
+if REDIS_URL:
+    _huey_queue = {"huey_class": "huey.PriorityRedisHuey", "url": REDIS_URL}
+else:
+    _huey_queue = {"huey_class": "huey.SqliteHuey", "filename": str(DATA_DIR / "huey.sqlite3")}
+DJANGO_HUEY = {
+    "default": "default",
+    "queues": {
+        "default": {
+            **_huey_queue,
+            "name": "vellum",
+            "immediate": HUEY_IMMEDIATE,
+            "consumer": {"workers": 1, "worker_type": "thread"},
+        },
+    },
+}
+
+# --- archiving -----------------------------------------------------------------------------------
+# Seconds an extractor may run before its whole process group is killed (a temporary error).
+EXTRACTOR_TIMEOUT = env_int("EXTRACTOR_TIMEOUT", 60, minimum=1)
+# Tries per archive result before "attempts exhausted".
+MAX_ATTEMPTS = env_int("MAX_ATTEMPTS", 3, minimum=1)
+# Exponential backoff after a temporary error: BACKOFF_BASE * 2**(attempt-1), capped, with jitter.
+BACKOFF_BASE = env_number("BACKOFF_BASE", 10, minimum=0)
+BACKOFF_CAP = env_number("BACKOFF_CAP", 3600, minimum=0)
+# Largest response body one fetch may download, in bytes.
+MAX_DOWNLOAD_BYTES = env_int("MAX_DOWNLOAD_BYTES", 200 * 1024 * 1024, minimum=1024)
+USER_AGENT = env_str(
+    "USER_AGENT", "Mozilla/5.0 (compatible; Vellum/0.1; +https://github.com/vellum)"
+)
+# Extractor names to run, in registry order; empty means every available one.
+EXTRACTORS = env_list("EXTRACTORS", [])
+
+# --- orchestrator ------------------------------------------------------------------------------
+# Most actor processes of each kind at once.
+ACTORS_CRAWL = env_int("ACTORS_CRAWL", 1, minimum=1)
+ACTORS_SNAPSHOT = env_int("ACTORS_SNAPSHOT", 2, minimum=1)
+ACTORS_ARCHIVERESULT = env_int("ACTORS_ARCHIVERESULT", 4, minimum=1)
+# Seconds between orchestrator ticks, and an actor's idle seconds before it exits.
+ORCHESTRATOR_TICK = env_number("ORCHESTRATOR_TICK", 1, minimum=0.05)
+ACTOR_IDLE_EXIT = env_number("ACTOR_IDLE_EXIT", 5, minimum=0)
+# Seconds between checks of a started crawl or snapshot waiting for its children to finish.
+POLL_INTERVAL = env_number("POLL_INTERVAL", 1, minimum=0.05)
+# Seconds a claimed crawl or snapshot stays owned by its actor (results: their timeout + margin).
+LEASE_SECONDS = env_int("LEASE_SECONDS", 300, minimum=1)
+LEASE_MARGIN = env_int("LEASE_MARGIN", 30, minimum=0)
+
+# --- logging -----------------------------------------------------------------------------------
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"}
+    },
+    # The console shows warnings only, so the CLI stays readable; full logs go to DATA_DIR/logs/.
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "plain", "level": "WARNING"}
+    },
+    "root": {"handlers": ["stderr"], "level": "WARNING"},
+    "loggers": {
+        name: {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False}
+        for name in ("crawls", "core", "orchestrator")
+    },
+}

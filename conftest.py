@@ -1,0 +1,25 @@
+"""Fixtures shared by every app's tests: the live test site (core/tests/site.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from core.tests.site import LiveSite
+
+
+@pytest.fixture(scope="session")
+def live_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
+    """Serve the test site on 127.0.0.1 for the whole session; ``live_site.url("/page2.html")``."""
+    site = LiveSite(tmp_path_factory.mktemp("site")).start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture(scope="session")
+def bare_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
+    """Serve the same pages from a second server that has no /favicon.ico."""
+    site = LiveSite(tmp_path_factory.mktemp("bare-site"), favicon=False).start()
+    yield site
+    site.stop()

@@ -1,0 +1,81 @@
+"""The one base every extractor subclasses, and what a run returns (DESIGN.md §4).
+
+An extractor is a small class: a ``name``, the ``binaries`` it needs, a ``timeout``,
+``should_run(snapshot)`` and ``run(snapshot, out_dir)``. Extractors never touch the database:
+``run`` writes files into ``out_dir`` (a fresh temporary folder that the caller moves into place
+only on success) and returns an ``ExtractorOutput``; the caller records the ArchiveResult.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from django.conf import settings
+
+from core.extractors.errors import Outcome
+from core.extractors.process import binary_version, find_binary
+
+
+class HasURL(Protocol):
+    """What ``run`` reads of a snapshot: its URL (so a benchmark can pass a plain object)."""
+
+    url: str
+
+
+@dataclass
+class ExtractorOutput:
+    """The result of one ``run``.
+
+    ``output`` is the main output: a path relative to ``out_dir`` (``output.txt``) or a short
+    value (the title). ``cmd``/``cmd_version``/``exit_code`` describe the last command that
+    ran. ``error`` explains any outcome but SUCCEEDED; ``retry_after`` (seconds) is the server's
+    Retry-After, if it sent one. ``facts`` carries what the caller applies to the snapshot:
+    ``{"title": str}`` or ``{"outlinks": [url, ...]}``.
+    """
+
+    outcome: Outcome
+    output: str = ""
+    cmd: list[str] = field(default_factory=list)
+    cmd_version: str = ""
+    exit_code: int | None = None
+    error: str = ""
+    retry_after: float | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+class Extractor:
+    """Base class: subclasses set ``name`` and ``binaries`` and implement ``run``."""
+
+    name: ClassVar[str]
+    binaries: ClassVar[tuple[str, ...]] = ()
+    default_timeout: ClassVar[int | None] = None  # None: settings.EXTRACTOR_TIMEOUT
+
+    @property
+    def timeout(self) -> int:
+        """Seconds one run may take before its process group is killed."""
+        return self.default_timeout or settings.EXTRACTOR_TIMEOUT
+
+    def binary_path(self, name: str) -> str:
+        """Return the path of a required binary; raise LookupError if it is not installed."""
+        path = find_binary(name)
+        if path is None:
+            raise LookupError(f"{name} not found")
+        return path
+
+    def version(self, name: str) -> str:
+        """Return the installed version line of a required binary ("" if unknown)."""
+        path = find_binary(name)
+        return binary_version(path) if path else ""
+
+    def should_run(self, snapshot: HasURL) -> tuple[bool, str]:
+        """Return (True, "") if this extractor applies, else (False, reason for skipping)."""
+        for binary in self.binaries:
+            if find_binary(binary) is None:
+                return False, f"{binary} not found"
+        return True, ""
+
+    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+        """Archive ``snapshot.url`` into ``out_dir`` (empty, exists) and say how it went."""
+        raise NotImplementedError(f"extractor {self.name!r} does not implement run()")

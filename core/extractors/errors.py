@@ -1,0 +1,94 @@
+"""Classify what went wrong in an extractor run: temporary (retry with backoff) or fatal.
+
+This is the one place that decides; extractors report an exit code, an HTTP status or a timeout
+and call these functions rather than matching strings of their own (DESIGN.md §2, ArchiveResult).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """How an extractor run ended, as the ArchiveResult state machine needs to know it."""
+
+    SUCCEEDED = "succeeded"
+    SKIPPED = "skipped"  # does not apply (binary missing, not HTML, nothing to save)
+    TEMPORARY = "temporary"  # retry later with backoff: timeout, connection refused, 429, 5xx
+    FATAL = "fatal"  # retrying will not help: 404, unsupported content, malformed URL
+
+
+# RFC 9110 §15: 408 Request Timeout, 425 Too Early, 429 Too Many Requests (RFC 6585) and every
+# 5xx say "try again later"; every other 4xx says the request itself will keep failing.
+TEMPORARY_HTTP_STATUSES = frozenset({408, 425, 429})
+
+# curl's exit codes (man curl, "EXIT CODES") that a later attempt may not hit again.
+TEMPORARY_CURL_EXITS = {
+    5: "could not resolve proxy",
+    6: "could not resolve host",
+    7: "failed to connect (connection refused or unreachable)",
+    16: "HTTP/2 framing error",
+    18: "partial file: transfer ended early",
+    28: "operation timed out",
+    35: "TLS handshake failed",
+    52: "server replied with nothing",
+    55: "failed sending network data",
+    56: "failed receiving network data (connection reset)",
+    92: "HTTP/2 stream error",
+}
+FATAL_CURL_EXITS = {
+    1: "unsupported protocol",
+    3: "malformed URL",
+    47: "too many redirects",
+    60: "TLS certificate could not be verified",
+    63: "response larger than MAX_DOWNLOAD_BYTES",
+}
+
+# GNU wget's exit statuses (wget(1), "EXIT STATUS").
+TEMPORARY_WGET_EXITS = {4: "network failure (timeout, refused or reset)"}
+FATAL_WGET_EXITS = {
+    1: "generic error",
+    2: "command-line parse error",
+    3: "file I/O error",
+    5: "TLS verification failure",
+    6: "authentication failure",
+    7: "protocol error",
+}
+
+
+def classify_http_status(status: int) -> Outcome:
+    """Classify a final HTTP status code (after redirects): 2xx/3xx succeed (RFC 9110 §15)."""
+    if 200 <= status < 400:
+        return Outcome.SUCCEEDED
+    if status in TEMPORARY_HTTP_STATUSES or status >= 500:
+        return Outcome.TEMPORARY
+    return Outcome.FATAL
+
+
+def classify_curl_exit(code: int) -> tuple[Outcome, str]:
+    """Classify curl's exit code; return the outcome and a human-readable reason."""
+    if code == 0:
+        return Outcome.SUCCEEDED, ""
+    if code in TEMPORARY_CURL_EXITS:
+        return Outcome.TEMPORARY, f"curl: {TEMPORARY_CURL_EXITS[code]} (exit {code})"
+    reason = FATAL_CURL_EXITS.get(code, "failed")
+    return Outcome.FATAL, f"curl: {reason} (exit {code})"
+
+
+def classify_wget_exit(code: int, http_status: int | None) -> tuple[Outcome, str]:
+    """Classify wget's exit code; exit 8 (server error response) is judged by ``http_status``."""
+    if code == 0:
+        return Outcome.SUCCEEDED, ""
+    if code == 8 and http_status is not None:
+        return classify_http_status(http_status), f"HTTP {http_status}"
+    if code in TEMPORARY_WGET_EXITS:
+        return Outcome.TEMPORARY, f"wget: {TEMPORARY_WGET_EXITS[code]} (exit {code})"
+    if code == 8:
+        return Outcome.FATAL, "wget: server issued an error response (exit 8)"
+    reason = FATAL_WGET_EXITS.get(code, "failed")
+    return Outcome.FATAL, f"wget: {reason} (exit {code})"
+
+
+def timeout_reason(binary: str, seconds: float) -> tuple[Outcome, str]:
+    """A command killed after its timeout: always temporary (the server may answer next time)."""
+    return Outcome.TEMPORARY, f"{binary} timed out after {seconds:g} s"

@@ -1,0 +1,39 @@
+"""The extractors Vellum runs, in order (DESIGN.md §4); register a new one here."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from core.extractors.base import Extractor
+from core.extractors.favicon import FaviconExtractor
+from core.extractors.headers import HeadersExtractor
+from core.extractors.htmltotext import HtmlToTextExtractor
+from core.extractors.outlinks import OutlinksExtractor
+from core.extractors.title import TitleExtractor
+from core.extractors.wget import WgetExtractor
+
+EXTRACTORS: tuple[Extractor, ...] = (
+    HeadersExtractor(),
+    WgetExtractor(),
+    TitleExtractor(),
+    FaviconExtractor(),
+    HtmlToTextExtractor(),
+    OutlinksExtractor(),
+)
+BY_NAME = {extractor.name: extractor for extractor in EXTRACTORS}
+
+
+def get_extractor(name: str) -> Extractor:
+    """Return the registered extractor called ``name``; raise KeyError naming the known ones."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown extractor {name!r} (known: {', '.join(BY_NAME)})") from None
+
+
+def default_profile() -> list[str]:
+    """Names of the extractors a new snapshot runs: settings.EXTRACTORS, or all, in order."""
+    wanted = settings.EXTRACTORS or list(BY_NAME)
+    for name in wanted:
+        get_extractor(name)
+    return [name for name in BY_NAME if name in wanted]

@@ -1,0 +1,46 @@
+"""Save a page's title: the text of its <title>, whitespace collapsed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bs4 import Tag
+
+from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.errors import Outcome
+from core.extractors.page import Page, fetch_page, not_html, output_from_fetch, unavailable
+
+# Longest title kept, in characters: longer ones are page text someone put in <title>.
+MAX_TITLE_CHARS = 512
+
+
+class TitleExtractor(Extractor):
+    """GET the page with curl and read its <title>; write title.txt, output the title itself."""
+
+    name = "title"
+    binaries = ("curl",)
+
+    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+        """Write title.txt into ``out_dir``; facts = {"title": the title}."""
+        try:
+            result, page = fetch_page(snapshot.url, out_dir=out_dir, timeout=self.timeout)
+        except LookupError as error:
+            return unavailable(error)
+        if result.outcome is not Outcome.SUCCEEDED:
+            return output_from_fetch(result)
+        if page is None:
+            return not_html(result)
+        tag = _document_title(page)
+        if tag is None:
+            return output_from_fetch(result, Outcome.SKIPPED, "page has no <title>")
+        title = " ".join(tag.get_text().split())[:MAX_TITLE_CHARS]
+        if not title:
+            return output_from_fetch(result, Outcome.SKIPPED, "page has an empty <title>")
+        (out_dir / "title.txt").write_text(title + "\n", encoding="utf-8")
+        return output_from_fetch(result, output=title, facts={"title": title})
+
+
+def _document_title(page: Page) -> Tag | None:
+    """Return the page's first <title> element that is not an SVG image's (HTML §4.2.2)."""
+    titles = page.soup.find_all("title")
+    return next((tag for tag in titles if tag.find_parent("svg") is None), None)

@@ -1,0 +1,150 @@
+"""Archive a page with GNU wget: the page and its requisites, links converted, and a WARC."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
+
+from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.errors import Outcome, classify_wget_exit, timeout_reason
+from core.extractors.page import parse_retry_after, unavailable
+from core.extractors.process import run_command
+
+WARC_PATH = "warc/archive.warc.gz"
+# wget --no-verbose logs a saved file as: <date> <time> URL:<url> [<size>] -> "<path>" [1]
+SAVED_LINE = re.compile(r' URL:\S+ \[[^\]]*\] -> "(?P<path>[^"]+)" \[\d+\]$')
+# ... and a failed one as "<url>:" then: <date> <time> ERROR 404: Not Found.
+ERROR_LINE = re.compile(r" ERROR (?P<status>\d{3}): ")
+# Exit codes that, once the page itself is saved, can only come from its requisites (an image
+# 404s, a CDN does not resolve, a third-party certificate fails): the capture still stands.
+REQUISITE_EXITS = frozenset({4, 5, 6, 7, 8})
+
+
+@dataclass
+class MainPage:
+    """What wget's log says of the URL it was given: the file saved, or the HTTP error status."""
+
+    path: str | None = None
+    http_status: int | None = None
+
+
+def read_log(text: str) -> MainPage:
+    """Find the main page in a ``--no-verbose`` log: the first file saved or the first error.
+
+    wget fetches the given URL (after redirects) before any requisite and stops there if it
+    fails, so whichever comes first belongs to the main page.
+    """
+    for line in text.splitlines():
+        if saved := SAVED_LINE.search(line):
+            return MainPage(path=saved["path"])
+        if error := ERROR_LINE.search(line):
+            return MainPage(http_status=int(error["status"]))
+    return MainPage()
+
+
+def retry_after_from_warc(warc: Path) -> float | None:
+    """Return the Retry-After (seconds) of the first final response in ``warc``, if it has one.
+
+    Redirects (3xx) are passed over: the first other response is the main page's. Retry-After
+    is seconds or an HTTP-date (RFC 9110 §10.2.3).
+    """
+    try:
+        with open(warc, "rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type != "response" or record.http_headers is None:
+                    continue
+                if record.http_headers.get_statuscode().startswith("3"):
+                    continue
+                return parse_retry_after(record.http_headers.get_header("Retry-After"))
+    except (OSError, ArchiveLoadFailed):
+        pass  # no WARC, or a broken one: no hint, the caller's backoff applies
+    return None
+
+
+class WgetExtractor(Extractor):
+    """Mirror the page and its requisites with wget, converting links, and record a WARC."""
+
+    name = "wget"
+    binaries = ("wget",)
+
+    def command(self, wget: str, url: str) -> list[str]:
+        """Return the wget command line for ``url``, to run in the output folder."""
+        return [
+            wget,
+            "--no-verbose",
+            "--adjust-extension",
+            "--convert-links",
+            "--force-directories",
+            "--page-requisites",
+            "--span-hosts",  # requisites often live on another host (a CDN)
+            "--no-parent",
+            "-e", "robots=off",  # one page and what it needs to render, as a browser would
+            "--restrict-file-names=windows",  # also safe on every other file system
+            f"--timeout={self.timeout}",
+            "--tries=1",  # retries belong to the ArchiveResult's backoff, not to wget
+            "--max-redirect=10",
+            f"--user-agent={settings.USER_AGENT}",
+            f"--warc-file={WARC_PATH.removesuffix('.warc.gz')}",
+            url,
+        ]  # fmt: skip
+
+    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+        """Save the page under ``out_dir/<host>/...`` and the WARC in ``out_dir/warc/``.
+
+        Output: the main page's path relative to ``out_dir``.
+        """
+        try:
+            wget = self.binary_path("wget")
+        except LookupError as error:
+            return unavailable(error)
+        (out_dir / WARC_PATH).parent.mkdir(exist_ok=True)
+        log_path = out_dir / "wget.log"
+        cmd = self.command(wget, snapshot.url)
+        done = run_command(cmd, cwd=out_dir, timeout=self.timeout, log_path=log_path)
+        output = ExtractorOutput(
+            outcome=Outcome.SUCCEEDED,
+            cmd=cmd,
+            cmd_version=self.version("wget"),
+            exit_code=done.exit_code,
+        )
+        if done.timed_out:
+            output.outcome, output.error = timeout_reason("wget", self.timeout)
+            return output
+        main = read_log(log_path.read_text(encoding="utf-8", errors="replace"))
+        saved = _saved_file(out_dir, main.path)
+        if saved is None or done.exit_code not in (0, *REQUISITE_EXITS):
+            return self._failed(output, main, out_dir, snapshot.url)
+        warc = out_dir / WARC_PATH
+        if not warc.is_file() or warc.stat().st_size == 0:
+            output.outcome, output.error = Outcome.FATAL, "wget wrote no WARC"
+            return output
+        output.output = saved
+        return output
+
+    def _failed(
+        self, output: ExtractorOutput, main: MainPage, out_dir: Path, url: str
+    ) -> ExtractorOutput:
+        """Classify a run that did not save the page (or ended in a real error)."""
+        output.outcome, output.error = classify_wget_exit(output.exit_code, main.http_status)
+        if output.outcome is Outcome.SUCCEEDED:
+            output.outcome, output.error = Outcome.FATAL, "wget saved no page (see wget.log)"
+        elif main.http_status is not None:
+            output.error = f"{output.error} from {url}"
+            output.retry_after = retry_after_from_warc(out_dir / WARC_PATH)
+        return output
+
+
+def _saved_file(out_dir: Path, path: str | None) -> str | None:
+    """Return ``path`` (relative to ``out_dir``) if it is a non-empty file inside it."""
+    if path is None:
+        return None
+    root = out_dir.resolve()
+    file = (out_dir / path).resolve()
+    if not file.is_relative_to(root) or not file.is_file() or file.stat().st_size == 0:
+        return None
+    return file.relative_to(root).as_posix()

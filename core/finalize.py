@@ -1,0 +1,111 @@
+"""Files that make a snapshot folder self-describing: ``index.json`` and its checksum manifest.
+
+Both are written atomically (temporary file in the same folder, fsync, rename), so a crash leaves
+either the old file or the new one, never half of one. The manifest follows the BagIt payload
+manifest line format (RFC 8493 §2.1.3): ``<sha256 hex>  <path>`` per file, paths relative to the
+folder with ``/`` separators, and CR, LF and % percent-encoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+INDEX_NAME = "index.json"
+MANIFEST_NAME = "manifest-sha256.txt"
+TEMP_PREFIX = ".tmp-"  # extractors' working folders and half-written files start with this
+HASH_CHUNK = 1024 * 1024
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp_name, 0o644)
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+def write_index(folder: Path, index: dict) -> None:
+    """Write ``index`` as ``folder/index.json`` (UTF-8, sorted keys, indented)."""
+    text = json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    atomic_write(folder / INDEX_NAME, text.encode() + b"\n")
+
+
+def sha256_file(path: Path) -> str:
+    """Return the SHA-256 hex digest of the file at ``path``, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def payload_files(folder: Path) -> list[Path]:
+    """Return every regular file under ``folder`` but the manifest and temporary files, sorted.
+
+    Symbolic links are not followed: a link could point outside the snapshot folder.
+    """
+    files = []
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(TEMP_PREFIX)]
+        for name in names:
+            path = Path(root) / name
+            if name.startswith(TEMP_PREFIX) or path.is_symlink() or not path.is_file():
+                continue
+            if path.parent == folder and name == MANIFEST_NAME:
+                continue
+            files.append(path)
+    return sorted(files)
+
+
+def manifest_path_encode(relative: str) -> str:
+    """Percent-encode %, CR and LF in a manifest path (RFC 8493 §2.1.3)."""
+    return relative.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def write_manifest(folder: Path) -> str:
+    """Write ``folder/manifest-sha256.txt`` over every payload file; return its SHA-256."""
+    lines = []
+    for path in payload_files(folder):
+        relative = manifest_path_encode(path.relative_to(folder).as_posix())
+        lines.append(f"{sha256_file(path)}  {relative}\n")
+    data = "".join(lines).encode()
+    atomic_write(folder / MANIFEST_NAME, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_manifest(folder: Path) -> dict[str, str]:
+    """Return ``{relative path: sha256}`` from ``folder``'s manifest (paths decoded)."""
+    entries = {}
+    text = (folder / MANIFEST_NAME).read_text(encoding="utf-8")
+    for line in text.splitlines():
+        digest, _, encoded = line.partition("  ")
+        path = encoded.replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+        entries[path] = digest
+    return entries
+
+
+def verify_manifest(folder: Path) -> list[str]:
+    """Return the problems found checking ``folder`` against its manifest ([] when it matches)."""
+    problems = []
+    listed = read_manifest(folder)
+    present = {p.relative_to(folder).as_posix(): p for p in payload_files(folder)}
+    for relative, digest in listed.items():
+        path = present.get(relative)
+        if path is None:
+            problems.append(f"missing: {relative}")
+        elif sha256_file(path) != digest:
+            problems.append(f"checksum mismatch: {relative}")
+    problems += [f"not in manifest: {relative}" for relative in present.keys() - listed.keys()]
+    return problems

@@ -1,0 +1,76 @@
+"""``manage.py init``: create DATA_DIR, migrate, collect static files, optionally an admin user."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = (
+        "Create DATA_DIR and its database, and collect static files. With "
+        "DJANGO_SUPERUSER_USERNAME and DJANGO_SUPERUSER_PASSWORD set, also create that admin "
+        "user if it does not exist."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--create-admin",
+            action="store_true",
+            help="If there is no admin user yet, create 'admin' with a random password, printed "
+            "once and kept in DATA_DIR/admin-password (mode 0600).",
+        )
+
+    def handle(self, *args, create_admin: bool, **options):
+        for folder in (settings.DATA_DIR, settings.ARCHIVE_DIR, settings.SOURCES_DIR,
+                       settings.LOGS_DIR):  # fmt: skip
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise CommandError(f"cannot create {folder}: {error.strerror}") from None
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        self.stdout.write(f"Data folder ready: {settings.DATA_DIR}")
+        if os.environ.get("DJANGO_SUPERUSER_USERNAME"):
+            self._create_admin_from_environment(os.environ["DJANGO_SUPERUSER_USERNAME"])
+        elif create_admin:
+            self._create_first_admin()
+
+    def _create_first_admin(self) -> None:
+        users = get_user_model().objects
+        if users.filter(is_superuser=True).exists():
+            return
+        password = secrets.token_urlsafe(12)
+        users.create_superuser(username="admin", email="", password=password)
+        password_file = settings.DATA_DIR / "admin-password"
+        password_file.write_text(password + "\n")
+        password_file.chmod(0o600)
+        self.stdout.write(
+            self.style.WARNING(
+                f"Admin user 'admin' created; password: {password} (also in "
+                f"{password_file}; change it in the admin)"
+            )
+        )
+
+    def _create_admin_from_environment(self, username: str) -> None:
+        if not os.environ.get("DJANGO_SUPERUSER_PASSWORD"):
+            raise CommandError(
+                "DJANGO_SUPERUSER_USERNAME is set but DJANGO_SUPERUSER_PASSWORD is not"
+            )
+        if get_user_model().objects.filter(username=username).exists():
+            self.stdout.write(f"Admin user {username!r} already exists")
+            return
+        # createsuperuser reads the password (and email) from DJANGO_SUPERUSER_* variables.
+        call_command(
+            "createsuperuser",
+            interactive=False,
+            username=username,
+            email=os.environ.get("DJANGO_SUPERUSER_EMAIL", ""),
+            verbosity=0,
+        )
+        self.stdout.write(f"Admin user {username!r} created")

@@ -1,0 +1,264 @@
+"""Snapshots (one URL in one crawl) and archive results (one extractor run on one snapshot)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+from core.choices import ResultStatus, SnapshotStatus
+from crawls.choices import CrawlStatus
+from orchestrator.models import WorkItem, WorkQuerySet
+
+
+class Tag(models.Model):
+    """A label a person gives to crawls and their snapshots (``add --tag``)."""
+
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SnapshotQuerySet(WorkQuerySet):
+    ACTIVE_STATES = SnapshotStatus.active()
+
+    def runnable(self) -> SnapshotQuerySet:
+        """Active snapshots of crawls that are not held."""
+        return self.active().exclude(crawl__status=CrawlStatus.HELD)
+
+    def final(self) -> SnapshotQuerySet:
+        return self.filter(status__in=SnapshotStatus.final())
+
+    def for_crawl(self, crawl) -> SnapshotQuerySet:
+        return self.filter(crawl=crawl)
+
+
+class Snapshot(ConcurrentTransitionMixin, WorkItem):
+    """One URL archived within one crawl, with its folder ``DATA_DIR/archive/<id>/``.
+
+    ``queued → started`` creates one ArchiveResult per extractor; ``started → finalizing`` when all
+    of them are final; finalizing writes ``index.json`` and ``manifest-sha256.txt`` and seals it.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    crawl = models.ForeignKey("crawls.Crawl", on_delete=models.CASCADE, related_name="snapshots")
+    url = models.URLField(max_length=2048, help_text="Normalized URL (see crawls/seeds.py).")
+    depth = models.PositiveSmallIntegerField(default=0, help_text="Links followed from a seed.")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    title = models.CharField(max_length=512, blank=True)
+    tags = models.ManyToManyField(Tag, blank=True, related_name="snapshots")
+    status = FSMField(
+        default=SnapshotStatus.QUEUED, choices=SnapshotStatus.choices, protected=True, db_index=True
+    )
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Finalizing attempts.")
+    error = models.TextField(blank=True, help_text="Why finalizing failed or is being retried.")
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+
+    objects = SnapshotQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["crawl", "url"], name="unique_snapshot_url_per_crawl")
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def output_dir(self) -> Path:
+        """The snapshot's folder: ``DATA_DIR/archive/<id>/``."""
+        return settings.ARCHIVE_DIR / str(self.pk)
+
+    # --- guards (pure) ------------------------------------------------------------------------
+
+    def all_results_final(self) -> bool:
+        """True when every ArchiveResult of this snapshot is succeeded, failed or skipped."""
+        return not self.results.active().exists()
+
+    # --- transitions ----------------------------------------------------------------------------
+
+    @transition(field=status, source=SnapshotStatus.QUEUED, target=SnapshotStatus.STARTED)
+    def start(self) -> None:
+        """Begin archiving; the caller creates the results in the same transaction."""
+        self.start_ts = timezone.now()
+        self.end_ts = None
+
+    @transition(
+        field=status,
+        source=SnapshotStatus.STARTED,
+        target=SnapshotStatus.FINALIZING,
+        conditions=[all_results_final],
+    )
+    def finish(self) -> None:
+        """Every extractor is done: move on to the post-processing steps."""
+        self.attempts = 0
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FINALIZING)
+    def retry_finalizing(self, *, error: str, delay: float) -> None:
+        """Record a recoverable finalizing error and try again after ``delay`` seconds."""
+        self.attempts += 1
+        self.error = error
+        self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.SEALED)
+    def seal(self, *, manifest_sha256: str) -> None:
+        """The folder is complete and its manifest written: the snapshot is final."""
+        self.manifest_sha256 = manifest_sha256
+        self.error = ""
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FAILED)
+    def fail(self, *, error: str) -> None:
+        """Finalizing failed past the attempt limit: the snapshot is final, with its reason."""
+        self.error = error
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(
+        field=status,
+        source=[SnapshotStatus.SEALED, SnapshotStatus.FAILED],
+        target=SnapshotStatus.QUEUED,
+    )
+    def rearchive(self) -> None:
+        """Archive the URL again (explicit request only); it is due at once."""
+        self.attempts = 0
+        self.error = ""
+        self.retry_at = timezone.now()
+
+
+class ArchiveResultQuerySet(WorkQuerySet):
+    ACTIVE_STATES = ResultStatus.active()
+
+    def runnable(self) -> ArchiveResultQuerySet:
+        """Active results of crawls that are not held."""
+        return self.active().exclude(snapshot__crawl__status=CrawlStatus.HELD)
+
+    def final(self) -> ArchiveResultQuerySet:
+        return self.filter(status__in=ResultStatus.final())
+
+
+class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
+    """One extractor run on one snapshot: what ran, with which version, and what it produced.
+
+    ``queued → started → succeeded | failed | skipped``; a temporary error goes
+    ``started → backoff → started`` until ``max_attempts``, then ``failed``.
+    """
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="results")
+    extractor = models.CharField(max_length=32, db_index=True)
+    status = FSMField(
+        default=ResultStatus.QUEUED, choices=ResultStatus.choices, protected=True, db_index=True
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    cmd = models.JSONField(default=list, blank=True, help_text="The command line that ran.")
+    cmd_version = models.CharField(max_length=128, blank=True, help_text="Binary's version.")
+    exit_code = models.IntegerField(null=True, blank=True)
+    output = models.CharField(
+        max_length=1024,
+        blank=True,
+        help_text="Main output: a path in the snapshot folder, or a value.",
+    )
+    output_files = models.JSONField(
+        default=list, blank=True, help_text="Files written, relative to the snapshot folder."
+    )
+    output_size = models.BigIntegerField(default=0, help_text="Bytes written.")
+    error = models.TextField(blank=True, help_text="Why it failed or backed off; for skipped, why.")
+
+    objects = ArchiveResultQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["snapshot", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["snapshot", "extractor"], name="unique_result_per_extractor"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.extractor} of {self.snapshot.url}"
+
+    # --- transitions ----------------------------------------------------------------------------
+
+    @transition(
+        field=status,
+        source=[ResultStatus.QUEUED, ResultStatus.BACKOFF],
+        target=ResultStatus.STARTED,
+    )
+    def start(self) -> None:
+        """Begin one attempt (counted now, so a worker that dies mid-run still uses it up)."""
+        self.attempts += 1
+        self.start_ts = timezone.now()
+        self.end_ts = None
+
+    @transition(field=status, source=ResultStatus.STARTED, target=ResultStatus.SUCCEEDED)
+    def succeed(self, *, output, files: list[str], size: int) -> None:
+        """Record a successful run (``output`` is an ExtractorOutput)."""
+        self._record_run(output)
+        self.output = output.output
+        self.output_files = files
+        self.output_size = size
+        self.error = ""
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(
+        field=status,
+        source=[ResultStatus.QUEUED, ResultStatus.STARTED],
+        target=ResultStatus.SKIPPED,
+    )
+    def skip(self, *, reason: str, output=None) -> None:
+        """The extractor does not apply (binary missing, not HTML, disabled...): final."""
+        if output is not None:
+            self._record_run(output)
+        self.error = reason
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(field=status, source=ResultStatus.STARTED, target=ResultStatus.BACKOFF)
+    def back_off(self, *, error: str, delay: float, output=None) -> None:
+        """A temporary error: try again after ``delay`` seconds."""
+        if output is not None:
+            self._record_run(output)
+        self.error = error
+        self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(
+        field=status,
+        source=[ResultStatus.STARTED, ResultStatus.BACKOFF],
+        target=ResultStatus.FAILED,
+    )
+    def fail(self, *, error: str, output=None) -> None:
+        """A fatal error, or attempts exhausted: final, with its reason."""
+        if output is not None:
+            self._record_run(output)
+        self.error = error
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(
+        field=status,
+        source=[ResultStatus.FAILED, ResultStatus.SKIPPED],
+        target=ResultStatus.QUEUED,
+    )
+    def retry(self) -> None:
+        """Try a final result again with a fresh attempt count (explicit request only)."""
+        self.attempts = 0
+        self.error = ""
+        self.retry_at = timezone.now()
+
+    def _record_run(self, output) -> None:
+        self.cmd = output.cmd
+        self.cmd_version = output.cmd_version
+        self.exit_code = output.exit_code

@@ -1,0 +1,325 @@
+"""Workflows over snapshots and archive results: what an actor's tick does to each.
+
+Every state change goes through a model transition inside ``transaction.atomic()``; this module
+decides which transition, runs extractors and moves their outputs into place.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.choices import ResultStatus, SnapshotStatus
+from core.extractors.base import ExtractorOutput
+from core.extractors.errors import Outcome
+from core.extractors.process import CommandCancelled
+from core.extractors.registry import default_profile, get_extractor
+from core.finalize import TEMP_PREFIX, write_index, write_manifest
+from core.models import ArchiveResult, Snapshot
+from core.retries import backoff_delay
+from crawls.seeds import InvalidURL, normalize_url
+
+logger = logging.getLogger(__name__)
+
+INDEX_VERSION = 1
+
+
+# --- snapshots -----------------------------------------------------------------------------------
+
+
+def snapshot_tick(*, snapshot: Snapshot) -> None:
+    """Advance ``snapshot`` one step, whatever active state it is in."""
+    if snapshot.status == SnapshotStatus.QUEUED:
+        snapshot_start(snapshot=snapshot)
+    elif snapshot.status == SnapshotStatus.STARTED:
+        snapshot_check_results(snapshot=snapshot)
+    elif snapshot.status == SnapshotStatus.FINALIZING:
+        snapshot_finalize(snapshot=snapshot)
+
+
+def snapshot_start(*, snapshot: Snapshot) -> None:
+    """Start ``snapshot``: create one queued ArchiveResult per extractor of the profile."""
+    now = timezone.now()
+    with transaction.atomic():
+        snapshot.start()
+        snapshot.retry_at = now + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+        snapshot.save()
+        ArchiveResult.objects.bulk_create(
+            [
+                ArchiveResult(
+                    snapshot=snapshot, extractor=name, priority=snapshot.priority, retry_at=now
+                )
+                for name in default_profile()
+            ],
+            ignore_conflicts=True,
+        )
+
+
+def snapshot_check_results(*, snapshot: Snapshot) -> None:
+    """Move a started snapshot to finalizing once all its results are final, and finalize it."""
+    if not snapshot.all_results_final():
+        snapshot.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+        snapshot.save(update_fields=["retry_at", "modified_at"])
+        return
+    with transaction.atomic():
+        snapshot.finish()
+        snapshot.save()
+    snapshot_finalize(snapshot=snapshot)
+
+
+def snapshot_finalize(*, snapshot: Snapshot) -> None:
+    """Write the snapshot folder's ``index.json`` and manifest, then seal it.
+
+    Each step is idempotent, so a crash part-way repeats it safely. An OSError (disk full,
+    permissions) is retried with backoff; past MAX_ATTEMPTS the snapshot fails with the reason.
+    """
+    results = list(snapshot.results.order_by("pk"))
+    snapshot.title = _title_from(results) or snapshot.title
+    folder = snapshot.output_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _remove_temporary(folder)
+        write_index(folder, snapshot_index(snapshot, results))
+        manifest_sha256 = write_manifest(folder)
+    except OSError as error:
+        reason = f"finalizing failed: {error}"
+        with transaction.atomic():
+            if snapshot.attempts + 1 >= settings.MAX_ATTEMPTS:
+                snapshot.fail(error=reason)
+            else:
+                snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts + 1))
+            snapshot.save()
+        logger.warning("snapshot %s: %s", snapshot.pk, reason)
+        return
+    with transaction.atomic():
+        snapshot.seal(manifest_sha256=manifest_sha256)
+        snapshot.save()
+
+
+def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
+    """Return the ``index.json`` document: enough to rebuild the snapshot's rows (DESIGN.md §1)."""
+    return {
+        "vellum_index_version": INDEX_VERSION,
+        "snapshot": {
+            "id": str(snapshot.pk),
+            "url": snapshot.url,
+            "title": snapshot.title,
+            "crawl_id": snapshot.crawl_id,
+            "depth": snapshot.depth,
+            "parent_id": str(snapshot.parent_id) if snapshot.parent_id else None,
+            "tags": sorted(tag.name for tag in snapshot.tags.all()),
+            "created_at": snapshot.created_at.isoformat(),
+            "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
+        },
+        "results": [
+            {
+                "extractor": result.extractor,
+                "status": result.status,
+                "attempts": result.attempts,
+                "cmd": result.cmd,
+                "cmd_version": result.cmd_version,
+                "exit_code": result.exit_code,
+                "output": result.output,
+                "output_files": result.output_files,
+                "output_size": result.output_size,
+                "error": result.error,
+                "start_ts": result.start_ts.isoformat() if result.start_ts else None,
+                "end_ts": result.end_ts.isoformat() if result.end_ts else None,
+            }
+            for result in results
+        ],
+    }
+
+
+def _title_from(results: list[ArchiveResult]) -> str:
+    for result in results:
+        if result.extractor == "title" and result.status == ResultStatus.SUCCEEDED:
+            return result.output
+    return ""
+
+
+def _remove_temporary(folder: Path) -> None:
+    """Remove working folders left by attempts that crashed (they never count as output)."""
+    for path in folder.glob(f"{TEMP_PREFIX}*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def snapshot_queue_outlinks(*, snapshot: Snapshot, urls: list[str]) -> int:
+    """Queue child snapshots for the links of ``snapshot`` while the crawl has depth left.
+
+    Links are normalized; invalid ones and, unless the crawl allows any host, links to other
+    hosts are left out. Each URL is archived once per crawl (the unique constraint decides).
+    Return how many new snapshots were queued.
+    """
+    crawl = snapshot.crawl
+    if snapshot.depth >= crawl.depth:
+        return 0
+    wanted = _followable(urls, base_host=urlsplit(snapshot.url).netloc, any_host=crawl.any_host)
+    if not wanted:
+        return 0
+    existing = set(crawl.snapshots.filter(url__in=wanted).values_list("url", flat=True))
+    children = [
+        Snapshot(
+            crawl=crawl,
+            url=url,
+            depth=snapshot.depth + 1,
+            parent=snapshot,
+            priority=snapshot.priority,
+        )
+        for url in wanted
+        if url not in existing
+    ]
+    with transaction.atomic():
+        Snapshot.objects.bulk_create(children, ignore_conflicts=True)
+        created = list(crawl.snapshots.filter(parent=snapshot, url__in=[c.url for c in children]))
+        _copy_tags(crawl, created)
+    return len(created)
+
+
+def _followable(urls: list[str], *, base_host: str, any_host: bool) -> list[str]:
+    wanted: dict[str, None] = {}
+    for raw in urls:
+        try:
+            url = normalize_url(raw)
+        except InvalidURL:
+            continue
+        if any_host or urlsplit(url).netloc == base_host:
+            wanted[url] = None
+    return list(wanted)
+
+
+def _copy_tags(crawl, snapshots: list[Snapshot]) -> None:
+    tag_ids = list(crawl.tags.values_list("pk", flat=True))
+    if not tag_ids or not snapshots:
+        return
+    through = Snapshot.tags.through
+    through.objects.bulk_create(
+        [through(snapshot_id=s.pk, tag_id=t) for s in snapshots for t in tag_ids],
+        ignore_conflicts=True,
+    )
+
+
+# --- archive results ---------------------------------------------------------------------------
+
+
+def result_tick(*, result: ArchiveResult) -> None:
+    """Run one attempt of ``result``'s extractor and record how it went.
+
+    A result claimed while still ``started`` was left by a worker that died (its lease ran out):
+    that attempt is counted as a temporary failure before anything runs again.
+    """
+    if result.status == ResultStatus.STARTED:
+        result_recover(result=result)
+        return
+    extractor = get_extractor(result.extractor)
+    snapshot = result.snapshot
+    with transaction.atomic():
+        result.start()
+        result.save()
+    applies, reason = extractor.should_run(snapshot)
+    if not applies:
+        with transaction.atomic():
+            result.skip(reason=reason)
+            result.save()
+        return
+    work_dir = snapshot.output_dir / f"{TEMP_PREFIX}{extractor.name}-{result.attempts}"
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    try:
+        output = _run_extractor(extractor, snapshot, work_dir)
+        result_record(result=result, output=output, work_dir=work_dir)
+    except CommandCancelled as cancelled:
+        result_record(
+            result=result,
+            output=ExtractorOutput(outcome=Outcome.TEMPORARY, error=f"interrupted: {cancelled}"),
+            work_dir=work_dir,
+        )
+        raise
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOutput:
+    """Call ``extractor.run``, turning an unexpected exception into a recorded outcome."""
+    try:
+        return extractor.run(snapshot, work_dir)
+    except CommandCancelled:
+        raise
+    except OSError as error:  # disk full, permissions, a binary that vanished: may pass
+        logger.warning("%s on %s: %s", extractor.name, snapshot.url, error)
+        return ExtractorOutput(outcome=Outcome.TEMPORARY, error=f"{type(error).__name__}: {error}")
+    except Exception as error:
+        logger.exception("%s crashed on %s", extractor.name, snapshot.url)
+        return ExtractorOutput(
+            outcome=Outcome.FATAL, error=f"internal error: {type(error).__name__}: {error}"
+        )
+
+
+def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: Path) -> None:
+    """Transition ``result`` by ``output.outcome``; on success, move ``work_dir`` into place."""
+    snapshot = result.snapshot
+    if output.outcome is Outcome.SUCCEEDED:
+        files, size = _move_into_place(work_dir, snapshot.output_dir / result.extractor)
+        with transaction.atomic():
+            result.succeed(output=output, files=files, size=size)
+            result.save()
+            if "outlinks" in output.facts:
+                snapshot_queue_outlinks(snapshot=snapshot, urls=output.facts["outlinks"])
+        return
+    _keep_logs(work_dir, snapshot.output_dir / "logs", f"{result.extractor}.{result.attempts}")
+    with transaction.atomic():
+        if output.outcome is Outcome.SKIPPED:
+            result.skip(reason=output.error, output=output)
+        elif output.outcome is Outcome.FATAL:
+            result.fail(error=output.error, output=output)
+        elif result.attempts >= settings.MAX_ATTEMPTS:
+            error = f"attempts exhausted ({result.attempts}): {output.error}"
+            result.fail(error=error, output=output)
+        else:
+            delay = backoff_delay(result.attempts, output.retry_after)
+            result.back_off(error=output.error, delay=delay, output=output)
+        result.save()
+
+
+def result_recover(*, result: ArchiveResult) -> None:
+    """Count the attempt of a result whose worker died, then back off or fail it."""
+    error = "worker stopped before finishing (lease expired)"
+    with transaction.atomic():
+        if result.attempts >= settings.MAX_ATTEMPTS:
+            result.fail(error=f"attempts exhausted ({result.attempts}): {error}")
+        else:
+            result.back_off(error=error, delay=backoff_delay(result.attempts))
+        result.save()
+    logger.warning("recovered %s of %s: %s", result.extractor, result.snapshot_id, error)
+
+
+def _move_into_place(work_dir: Path, final_dir: Path) -> tuple[list[str], int]:
+    """Replace ``final_dir`` with ``work_dir``; return its files (relative to the snapshot
+    folder, sorted) and their total size in bytes."""
+    if final_dir.exists():
+        stale = final_dir.with_name(f"{TEMP_PREFIX}old-{final_dir.name}")
+        shutil.rmtree(stale, ignore_errors=True)
+        final_dir.rename(stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    work_dir.rename(final_dir)
+    snapshot_dir = final_dir.parent
+    paths = sorted(p for p in final_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    files = [p.relative_to(snapshot_dir).as_posix() for p in paths]
+    return files, sum(p.stat().st_size for p in paths)
+
+
+def _keep_logs(work_dir: Path, logs_dir: Path, stem: str) -> None:
+    """Keep an unsuccessful attempt's command logs as ``logs/<extractor>.<attempt>.log``."""
+    for index, log in enumerate(sorted(work_dir.glob("*.log"))):
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        suffix = f"-{index}" if index else ""
+        shutil.move(str(log), logs_dir / f"{stem}{suffix}.log")

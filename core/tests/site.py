@@ -1,0 +1,277 @@
+"""A small test web site served on 127.0.0.1 by a real threaded HTTP server (STYLE.md, Tests).
+
+Pages cover what the extractors meet in the wild: HTML with images, a stylesheet and a declared
+icon, a redirect, a 404, a 503 with Retry-After, a slow page, a large file, JSON and a feed.
+The conftest's ``live_site`` fixture starts one ``LiveSite`` per test session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import threading
+import zlib
+from functools import partial
+from http import HTTPStatus
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+# Seconds /slow waits before answering: longer than any test timeout, short enough that a
+# forgotten connection cannot hold a test run for long.
+SLOW_SECONDS = 30
+RETRY_AFTER_SECONDS = 7
+LARGE_FILE_BYTES = 3 * 1024 * 1024
+
+
+def tiny_png(rgb: tuple[int, int, int]) -> bytes:
+    """Return a valid 1x1 PNG of one colour (PNG spec: signature, IHDR, IDAT, IEND)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data)
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
+    pixels = zlib.compress(b"\x00" + bytes(rgb))  # filter byte 0, then one pixel
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+def tiny_ico(png: bytes) -> bytes:
+    """Return an ICO file holding ``png`` as its one 1x1 image (ICONDIR + ICONDIRENTRY + PNG)."""
+    icondir = struct.pack("<HHH", 0, 1, 1)
+    entry = struct.pack("<BBBBHHII", 1, 1, 0, 0, 1, 32, len(png), 6 + 16)
+    return icondir + entry + png
+
+
+ICON_PNG = tiny_png((200, 30, 30))
+PIXEL_PNG = tiny_png((30, 200, 30))
+BACKGROUND_PNG = tiny_png((30, 30, 200))
+FAVICON_ICO = tiny_ico(tiny_png((0, 0, 0)))
+
+INDEX_HTML = """<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>
+    Vellum   Test
+    Home
+  </title>
+  <link rel="icon" href="/static/icon.png">
+  <link rel="stylesheet" href="/static/style.css">
+</head>
+<body id="top">
+  <h1>Welcome to the Vellum test site</h1>
+  <p>This paragraph is archived by every extractor.</p>
+  <img src="/static/pixel.png" alt="a pixel">
+  <ul>
+    <li><a href="page2.html">Page two</a></li>
+    <li><a href="/page3.html">Page three</a></li>
+    <li><a href="/missing.html">A missing page</a></li>
+    <li><a href="http://example.invalid/x">Elsewhere</a></li>
+    <li><a href="mailto:someone@example.invalid">Write to us</a></li>
+    <li><a href="#top">Back to top</a></li>
+    <li><a href="/page2.html#section">Page two again, with a fragment</a></li>
+  </ul>
+</body>
+</html>
+"""
+
+PAGE2_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Page Two</title></head>
+<body>
+  <p>The second page of the test site.</p>
+  <a href="/">Home</a> <a href="page3.html">Page three</a>
+</body></html>
+"""
+
+PAGE3_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"></head>
+<body><p>A page without a title, but with words in it.</p></body></html>
+"""
+
+# Declares its charset only in a <meta>; "café" and "naïve" are Latin-1 bytes on the wire.
+LATIN1_HTML = """<!doctype html>
+<html><head><meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1">
+<title>Caf\u00e9</title></head>
+<body><p>A na\u00efve caf\u00e9 page.</p></body></html>
+"""
+
+BASE_HTML = """<!doctype html>
+<html><head><title>Based</title><base href="http://127.0.0.1:{port}/docs/"></head>
+<body>
+  <a href=" guide.html ">Guide</a>
+  <a href="../top.html">Top</a>
+  <map name="m"><area href="area.html" alt="An area"></map>
+  <a href="javascript:void(0)">Script</a>
+  <a>No href</a>
+  <a href="guide.html">Guide again</a>
+</body></html>
+"""
+
+NO_LINKS_HTML = """<!doctype html>
+<html><head><title>Lonely</title></head><body><p>No links here.</p></body></html>
+"""
+
+BROKEN_REQUISITE_HTML = """<!doctype html>
+<html><head><title>Broken image</title></head>
+<body><p>The image below is gone.</p><img src="/static/gone.png" alt="gone"></body></html>
+"""
+
+STYLE_CSS = """body { background: url(bg.png); font-family: serif; }
+"""
+
+FEED_XML = """<?xml version="1.0" encoding="utf-8"?>
+<rss version="2.0"><channel>
+  <title>Vellum test feed</title>
+  <link>http://127.0.0.1/</link>
+  <description>Two items</description>
+  <item><title>Home</title><link>http://127.0.0.1/</link></item>
+  <item><title>Page two</title><link>http://127.0.0.1/page2.html</link></item>
+</channel></rss>
+"""
+
+SLOW_HTML = """<!doctype html>
+<html><head><title>Finally</title></head><body>Too late.</body></html>
+"""
+
+BROKEN_ICON_HTML = """<!doctype html>
+<html><head><title>Broken icon</title><link rel="shortcut icon" href="static/nope.png">
+<link rel="icon" href="data:image/png;base64,iVBORw0KGgo="></head>
+<body><p>The declared icon is gone.</p></body></html>
+"""
+
+NOT_FOUND_HTML = """<!doctype html>
+<html><head><title>Not Found</title></head><body>No such page.</body></html>
+"""
+
+
+def build_site(root: Path, port: int, *, favicon: bool = True) -> None:
+    """Write the site's static files under ``root`` (pages that name their own port need it).
+
+    Without ``favicon`` there is no /favicon.ico, so a page without a working declared icon has
+    no icon at all.
+    """
+    files: dict[str, str | bytes] = {
+        "index.html": INDEX_HTML,
+        "page2.html": PAGE2_HTML,
+        "page3.html": PAGE3_HTML,
+        "latin1.html": LATIN1_HTML.encode("iso-8859-1"),
+        "base.html": BASE_HTML.format(port=port),
+        "no-links.html": NO_LINKS_HTML,
+        "broken-requisite.html": BROKEN_REQUISITE_HTML,
+        "broken-icon.html": BROKEN_ICON_HTML,
+        "static/style.css": STYLE_CSS,
+        "static/icon.png": ICON_PNG,
+        "static/pixel.png": PIXEL_PNG,
+        "static/bg.png": BACKGROUND_PNG,
+        "data.json": '{"hello": "world"}\n',
+        "feed.xml": FEED_XML,
+        # Deterministic but incompressible enough that nobody mistakes it for text.
+        "large.bin": bytes(range(256)) * (LARGE_FILE_BYTES // 256),
+    }
+    if favicon:
+        files["favicon.ico"] = FAVICON_ICO
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            path.write_text(content, encoding="utf-8")
+        else:
+            path.write_bytes(content)
+
+
+class SiteHandler(SimpleHTTPRequestHandler):
+    """Serve the static files, plus the special paths in ``ROUTES``."""
+
+    extensions_map = {
+        **SimpleHTTPRequestHandler.extensions_map,
+        ".ico": "image/x-icon",
+        ".json": "application/json",
+        ".xml": "application/rss+xml",
+        ".bin": "application/octet-stream",
+    }
+    release: threading.Event  # set by LiveSite.stop() so /slow gives up at teardown
+
+    def do_GET(self) -> None:
+        route = self.ROUTES.get(self.path.split("?")[0])
+        if route is None:
+            super().do_GET()
+        else:
+            route(self)
+
+    def send_page(self, status: int, body: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        """Send ``body`` as UTF-8 HTML with ``status`` and any extra headers."""
+        data = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def redirect(self) -> None:
+        self.send_response(HTTPStatus.FOUND)
+        self.send_header("Location", "/page2.html")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def missing(self) -> None:
+        self.send_page(HTTPStatus.NOT_FOUND, NOT_FOUND_HTML)
+
+    def server_error(self) -> None:
+        self.send_page(
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            "<title>Busy</title>Try again later.",
+            (("Retry-After", str(RETRY_AFTER_SECONDS)),),
+        )
+
+    def slow(self) -> None:
+        self.release.wait(SLOW_SECONDS)
+        # The client gave up long ago (that is the point of this page): ignore a broken pipe.
+        with contextlib.suppress(OSError):
+            self.send_page(HTTPStatus.OK, SLOW_HTML)
+
+    def multi_header(self) -> None:
+        self.send_page(HTTPStatus.OK, PAGE2_HTML, (("X-Vellum", "one"), ("X-Vellum", "two")))
+
+    ROUTES = {
+        "/redirect": redirect,
+        "/missing.html": missing,
+        "/server-error": server_error,
+        "/slow": slow,
+        "/multi-header": multi_header,
+    }
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep test output quiet."""
+
+
+class LiveSite:
+    """The running test site: ``url(path)`` gives an absolute URL on it."""
+
+    def __init__(self, root: Path, *, favicon: bool = True) -> None:
+        self.root = root
+        self.release = threading.Event()
+        handler = type("BoundSiteHandler", (SiteHandler,), {"release": self.release})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        build_site(root, self.port, favicon=favicon)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def url(self, path: str = "/") -> str:
+        """Return ``http://127.0.0.1:<port><path>`` (a missing leading slash is added)."""
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def start(self) -> LiveSite:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Release any slow request, stop serving and close the socket."""
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from core import views
+
+app_name = "core"
+
+urlpatterns = [
+    path("archive/<uuid:snapshot_id>/<path:path>", views.snapshot_file, name="snapshot_file"),
+]

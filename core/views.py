@@ -1,0 +1,55 @@
+"""Serve a snapshot's output files from DATA_DIR, never anything outside its folder."""
+
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import FileResponse, Http404, HttpRequest
+
+from core.models import Snapshot
+
+# Archived pages are untrusted code: scripts in them must not reach this app's origin.
+ARCHIVED_CONTENT_CSP = (
+    "sandbox allow-popups allow-popups-to-escape-sandbox; default-src * data: blob:"
+)
+
+
+def resolve_snapshot_file(snapshot: Snapshot, relative: str) -> Path:
+    """Return the real path of ``relative`` inside the snapshot folder.
+
+    Raises Http404 when it does not exist, is not a file, or resolves (through ``..`` or a
+    symbolic link) to anything outside ``DATA_DIR/archive/<id>/``.
+    """
+    root = snapshot.output_dir.resolve()
+    try:
+        path = (root / relative).resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise Http404("no such file in this snapshot") from None
+    if (
+        not path.is_relative_to(root)
+        or not path.is_relative_to(settings.DATA_DIR)
+        or not path.is_file()
+    ):
+        raise Http404("no such file in this snapshot")
+    return path
+
+
+@staff_member_required
+def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> FileResponse:
+    """Return one file of a snapshot, sandboxed so archived scripts cannot act as Vellum."""
+    try:
+        snapshot = Snapshot.objects.get(pk=snapshot_id)
+    except Snapshot.DoesNotExist:
+        raise Http404("no such snapshot") from None
+    file_path = resolve_snapshot_file(snapshot, path)
+    content_type, encoding = mimetypes.guess_type(file_path.name)
+    if encoding:  # e.g. a .warc.gz: hand over the bytes, don't let the browser unpack them
+        content_type = "application/octet-stream"
+    handle = open(file_path, "rb")  # noqa: SIM115 - FileResponse closes it when sent
+    response = FileResponse(handle, content_type=content_type)
+    response["Content-Security-Policy"] = ARCHIVED_CONTENT_CSP
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

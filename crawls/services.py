@@ -1,0 +1,144 @@
+"""Workflows over crawls: create one from a person's input, and advance it one tick."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from core.finalize import atomic_write
+from core.models import ArchiveResult, Snapshot, Tag
+from crawls.choices import CrawlStatus
+from crawls.models import Crawl
+from crawls.seeds import InputError, parse_seed_text
+
+logger = logging.getLogger(__name__)
+
+MAX_DEPTH = 10
+MAX_TAG_LENGTH = 100
+REPORT_FAILURE_LIMIT = 200
+
+
+def crawl_create(
+    *,
+    data: bytes,
+    source_name: str,
+    depth: int = 0,
+    any_host: bool = False,
+    tags: list[str] | None = None,
+    priority: int = 0,
+    created_by=None,
+) -> Crawl:
+    """Parse ``data`` (URLs, one per line) into a new queued Crawl.
+
+    ``source_name`` names the input in messages and in the saved copy ("urls.txt", "stdin",
+    "command line"). The input is kept as received under ``DATA_DIR/sources/``. Raises InputError
+    (nothing saved, nothing queued) for an invalid URL, empty or binary input, a depth outside
+    0..10 or an invalid tag.
+    """
+    if not 0 <= depth <= MAX_DEPTH:
+        raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {depth}")
+    tag_names = _clean_tags(tags or [])
+    seeds = parse_seed_text(data, source=source_name)
+    source_file = _save_source(data, source_name)
+    with transaction.atomic():
+        crawl = Crawl.objects.create(
+            seeds="\n".join(seeds),
+            depth=depth,
+            any_host=any_host,
+            priority=priority,
+            source_file=source_file,
+            created_by=created_by,
+        )
+        crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in tag_names])
+    logger.info("crawl %s queued: %d seeds, depth %d", crawl.pk, len(seeds), depth)
+    return crawl
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    names = []
+    for raw in tags:
+        for name in raw.split(","):
+            name = name.strip()
+            if not name:
+                continue
+            if len(name) > MAX_TAG_LENGTH or not name.isprintable():
+                raise InputError(f"invalid tag {name[:40]!r}: printable, at most 100 characters")
+            names.append(name)
+    return list(dict.fromkeys(names))
+
+
+def _save_source(data: bytes, source_name: str) -> str:
+    """Keep the input exactly as received; return its path relative to DATA_DIR."""
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%S.%fZ")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", source_name).strip("-")[:60] or "input"
+    path = settings.SOURCES_DIR / f"{stamp}-{slug}.txt"
+    atomic_write(path, data)
+    return path.relative_to(settings.DATA_DIR).as_posix()
+
+
+def crawl_tick(*, crawl: Crawl) -> None:
+    """Advance ``crawl`` one step: start it (queue its seeds), or seal it when all is final."""
+    if crawl.status == CrawlStatus.QUEUED:
+        crawl_start(crawl=crawl)
+    elif crawl.status == CrawlStatus.STARTED:
+        if crawl.all_snapshots_final():
+            with transaction.atomic():
+                crawl.seal(report=crawl_report(crawl=crawl))
+                crawl.save()
+            logger.info("crawl %s sealed", crawl.pk)
+        else:
+            crawl.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+            crawl.save(update_fields=["retry_at", "modified_at"])
+
+
+def crawl_start(*, crawl: Crawl) -> None:
+    """Start ``crawl`` and create a root Snapshot per seed (each URL once per crawl)."""
+    now = timezone.now()
+    with transaction.atomic():
+        crawl.start()
+        crawl.retry_at = now + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+        crawl.save()
+        Snapshot.objects.bulk_create(
+            [
+                Snapshot(crawl=crawl, url=url, depth=0, priority=crawl.priority, retry_at=now)
+                for url in crawl.seed_list()
+            ],
+            ignore_conflicts=True,
+        )
+        tag_ids = list(crawl.tags.values_list("pk", flat=True))
+        if tag_ids:
+            through = Snapshot.tags.through
+            roots = crawl.snapshots.filter(depth=0).values_list("pk", flat=True)
+            through.objects.bulk_create(
+                [through(snapshot_id=pk, tag_id=tag) for pk in roots for tag in tag_ids],
+                ignore_conflicts=True,
+            )
+
+
+def crawl_report(*, crawl: Crawl) -> dict:
+    """Return the crawl's report: snapshots and results per state, and every failure's reason."""
+    snapshots = dict(
+        crawl.snapshots.values_list("status").annotate(n=Count("pk")).values_list("status", "n")
+    )
+    results = ArchiveResult.objects.filter(snapshot__crawl=crawl)
+    by_state = dict(
+        results.values_list("status").annotate(n=Count("pk")).values_list("status", "n")
+    )
+    failures = [
+        {"url": url, "extractor": extractor, "error": error}
+        for url, extractor, error in results.filter(status="failed")
+        .order_by("snapshot__url", "extractor")
+        .values_list("snapshot__url", "extractor", "error")[:REPORT_FAILURE_LIMIT]
+    ]
+    started = crawl.start_ts or crawl.created_at
+    return {
+        "snapshots": snapshots,
+        "results": by_state,
+        "failures": failures,
+        "duration_seconds": round((timezone.now() - started).total_seconds(), 3),
+    }

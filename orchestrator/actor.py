@@ -1,0 +1,106 @@
+"""An actor: a process that claims due records of one kind and ticks them, one at a time.
+
+Built like huey's consumer: ``initialize()``, ``tick()``, ``shutdown()``. Signal handlers only set
+flags: SIGINT drains (finish the current record, then exit), SIGTERM stops (a running extractor's
+process group is killed and its result goes to backoff). An actor exits by itself after
+``idle_exit`` seconds with nothing due; the orchestrator spawns new ones when work appears.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+from django.db import DatabaseError, close_old_connections
+
+from core.extractors.process import CommandCancelled, cancel_requested
+from orchestrator.claims import claim_next
+from orchestrator.work import WorkType
+
+logger = logging.getLogger(__name__)
+
+IDLE_SLEEP_MIN = 0.05
+IDLE_SLEEP_MAX = 0.5
+
+
+class Actor:
+    """Claim and tick records of ``kind`` until idle for ``idle_exit`` seconds or signalled."""
+
+    def __init__(self, kind: WorkType, *, idle_exit: float, max_records: int | None = None):
+        self.kind = kind
+        self.idle_exit = idle_exit
+        self.max_records = max_records
+        self.draining = False
+        self.stopping = False
+        self.done = 0
+
+    def initialize(self) -> None:
+        """Install the signal handlers and say hello in the log."""
+        signal.signal(signal.SIGINT, self._on_interrupt)
+        signal.signal(signal.SIGTERM, self._on_terminate)
+        logger.info("actor %s started (pid %d)", self.kind.name, os.getpid())
+
+    def _on_interrupt(self, signum, frame) -> None:
+        self.draining = True
+
+    def _on_terminate(self, signum, frame) -> None:
+        self.stopping = True
+        cancel_requested.set()
+
+    def tick(self) -> bool:
+        """Claim one due record and advance it; return False when nothing was due."""
+        record = claim_next(self.kind.model, lease_seconds=self.kind.lease_seconds)
+        if record is None:
+            return False
+        logger.info(
+            "claimed %s %s until %s", self.kind.name, record.pk, record.retry_at.isoformat()
+        )
+        try:
+            self.kind.tick(record)
+        except CommandCancelled:
+            logger.info("stopped during %s %s", self.kind.name, record.pk)
+        except Exception:
+            # The record keeps its lease; when it runs out the next claim recovers it.
+            logger.exception("tick of %s %s failed", self.kind.name, record.pk)
+        logger.info("released %s %s", self.kind.name, record.pk)
+        self.done += 1
+        return True
+
+    def run(self) -> int:
+        """Loop until idle, drained or stopped; return how many records were ticked."""
+        self.initialize()
+        idle_since = time.monotonic()
+        sleep = IDLE_SLEEP_MIN
+        try:
+            while not (self.draining or self.stopping or self._quota_reached()):
+                if self._safe_tick():
+                    idle_since, sleep = time.monotonic(), IDLE_SLEEP_MIN
+                    continue
+                if time.monotonic() - idle_since >= self.idle_exit:
+                    break
+                time.sleep(sleep)
+                sleep = min(sleep * 2, IDLE_SLEEP_MAX)
+        finally:
+            self.shutdown()
+        return self.done
+
+    def _safe_tick(self) -> bool:
+        try:
+            return self.tick()
+        except DatabaseError:
+            logger.exception("database error while claiming %s", self.kind.name)
+            close_old_connections()
+            time.sleep(IDLE_SLEEP_MAX)
+            return False
+
+    def _quota_reached(self) -> bool:
+        return self.max_records is not None and self.done >= self.max_records
+
+    def shutdown(self) -> None:
+        """Close the database connection and log the count."""
+        close_old_connections()
+        logger.info(
+            "actor %s exits after %d records (pid %d)", self.kind.name, self.done, os.getpid()
+        )

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OrchestratorConfig(AppConfig):
+    name = "orchestrator"
+    verbose_name = "Orchestrator"

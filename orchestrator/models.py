@@ -1,0 +1,53 @@
+"""The abstract work item that crawls, snapshots and archive results share.
+
+A work item is due when it is in an active state and its ``retry_at`` has passed. Claiming it
+moves ``retry_at`` forward by a lease (orchestrator/claims.py): a future ``retry_at`` on an active
+record means an actor owns it, or that it waits for a retry; ``NULL`` means final.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class WorkQuerySet(models.QuerySet):
+    """Named filters every work item shares; each model says which states are active."""
+
+    ACTIVE_STATES: tuple[str, ...] = ()
+
+    def active(self) -> WorkQuerySet:
+        """Records not yet in a final state."""
+        return self.filter(status__in=self.ACTIVE_STATES)
+
+    def runnable(self) -> WorkQuerySet:
+        """Active records that no hold pauses: the work still to do."""
+        return self.active()
+
+    def due(self, now=None) -> WorkQuerySet:
+        """Runnable records whose ``retry_at`` has passed (claimable now)."""
+        return self.runnable().filter(retry_at__lte=now or timezone.now())
+
+    def claim_order(self) -> WorkQuerySet:
+        """Highest priority first, then the record that has waited longest (DESIGN.md §3)."""
+        return self.order_by("-priority", "retry_at", "pk")
+
+
+class WorkItem(models.Model):
+    """Fields of a record that actors claim and tick: lease, priority and timestamps."""
+
+    retry_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        default=timezone.now,
+        db_index=True,
+        help_text="When this record next needs attention (future while leased); empty when final.",
+    )
+    priority = models.SmallIntegerField(default=0, help_text="Higher is claimed first.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    modified_at = models.DateTimeField(auto_now=True)
+    start_ts = models.DateTimeField(null=True, blank=True, help_text="When work on it started.")
+    end_ts = models.DateTimeField(null=True, blank=True, help_text="When it reached a final state.")
+
+    class Meta:
+        abstract = True

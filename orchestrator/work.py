@@ -1,0 +1,57 @@
+"""The kinds of work the orchestrator schedules: model, tick service, lease and actor limit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import models
+
+
+@dataclass(frozen=True)
+class WorkType:
+    """One kind of work item: its model, its tick service, its lease and its actor limit."""
+
+    name: str
+    model: type[models.Model]
+    tick: Callable[[models.Model], None]
+    lease_seconds: Callable[[models.Model], float]
+    concurrency_setting: str
+
+    @property
+    def concurrency(self) -> int:
+        """Most actors of this kind at once (from settings, e.g. ACTORS_SNAPSHOT)."""
+        return getattr(settings, self.concurrency_setting)
+
+
+def _fixed_lease(_record) -> float:
+    return settings.LEASE_SECONDS
+
+
+def _result_lease(result) -> float:
+    """An archive result is owned for its extractor's timeout plus a margin."""
+    from core.extractors.registry import get_extractor
+
+    return get_extractor(result.extractor).timeout + settings.LEASE_MARGIN
+
+
+def work_types() -> dict[str, WorkType]:
+    """Return every kind of work by name, in the order the orchestrator spawns them."""
+    from core.models import ArchiveResult, Snapshot
+    from core.services import result_tick, snapshot_tick
+    from crawls.models import Crawl
+    from crawls.services import crawl_tick
+
+    kinds = [
+        WorkType("crawl", Crawl, lambda c: crawl_tick(crawl=c), _fixed_lease, "ACTORS_CRAWL"),
+        WorkType(
+            "snapshot", Snapshot, lambda s: snapshot_tick(snapshot=s), _fixed_lease,
+            "ACTORS_SNAPSHOT",
+        ),
+        WorkType(
+            "archiveresult", ArchiveResult, lambda r: result_tick(result=r), _result_lease,
+            "ACTORS_ARCHIVERESULT",
+        ),
+    ]  # fmt: skip
+    return {kind.name: kind for kind in kinds}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings
 
 from core.tests.site import LiveSite
 
@@ -23,3 +26,12 @@ def bare_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
     site = LiveSite(tmp_path_factory.mktemp("bare-site"), favicon=False).start()
     yield site
     site.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_session_data_dir() -> Iterator[None]:
+    """Remove the DATA_DIR that archive/test_settings.py made (VELLUM_KEEP_TEST_DATA keeps it)."""
+    yield
+    made_here = os.environ.get("VELLUM_TEST_DATA_DIR_CREATED")
+    if made_here and not os.environ.get("VELLUM_KEEP_TEST_DATA"):
+        shutil.rmtree(settings.DATA_DIR, ignore_errors=True)

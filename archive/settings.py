@@ -180,6 +180,8 @@ EXTRACTORS = env_list("EXTRACTORS", [])
 ACTORS_CRAWL = env_int("ACTORS_CRAWL", 1, minimum=1)
 ACTORS_SNAPSHOT = env_int("ACTORS_SNAPSHOT", 2, minimum=1)
 ACTORS_ARCHIVERESULT = env_int("ACTORS_ARCHIVERESULT", 4, minimum=1)
+# Most snapshots in progress at once (the crawl frontier); more wait queued.
+MAX_STARTED_SNAPSHOTS = env_int("MAX_STARTED_SNAPSHOTS", 16, minimum=1)
 # Seconds between orchestrator ticks, and an actor's idle seconds before it exits.
 ORCHESTRATOR_TICK = env_number("ORCHESTRATOR_TICK", 1, minimum=0.05)
 ACTOR_IDLE_EXIT = env_number("ACTOR_IDLE_EXIT", 5, minimum=0)

@@ -89,7 +89,10 @@ def read_manifest(folder: Path) -> dict[str, str]:
     """Return ``{relative path: sha256}`` from ``folder``'s manifest (paths decoded)."""
     entries = {}
     text = (folder / MANIFEST_NAME).read_text(encoding="utf-8")
-    for line in text.splitlines():
+    # Only LF ends a line (RFC 8493 §2.1.3); str.splitlines() would also split at \x1c, U+2028...
+    for line in text.split("\n"):
+        if not line:
+            continue
         digest, _, encoded = line.partition("  ")
         path = encoded.replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
         entries[path] = digest

@@ -34,6 +34,19 @@ class SnapshotQuerySet(WorkQuerySet):
         """Active snapshots of crawls that are not held."""
         return self.active().exclude(crawl__status=CrawlStatus.HELD)
 
+    def claimable(self, now=None) -> SnapshotQuerySet:
+        """Due snapshots, but queued ones only while fewer than MAX_STARTED_SNAPSHOTS are started.
+
+        The window keeps a crawl's frontier small: result actors always have work, started
+        snapshots finish in order, and few of them poll for their results at a time. It is a
+        soft limit (two actors may both start one at the edge).
+        """
+        due = self.due(now)
+        started = Snapshot.objects.filter(status=SnapshotStatus.STARTED).count()
+        if started >= settings.MAX_STARTED_SNAPSHOTS:
+            return due.exclude(status=SnapshotStatus.QUEUED)
+        return due
+
     def final(self) -> SnapshotQuerySet:
         return self.filter(status__in=SnapshotStatus.final())
 
@@ -122,6 +135,7 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FAILED)
     def fail(self, *, error: str) -> None:
         """Finalizing failed past the attempt limit: the snapshot is final, with its reason."""
+        self.attempts += 1
         self.error = error
         self.end_ts = timezone.now()
         self.retry_at = None

@@ -77,7 +77,8 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
     """Write the snapshot folder's ``index.json`` and manifest, then seal it.
 
     Each step is idempotent, so a crash part-way repeats it safely. An OSError (disk full,
-    permissions) is retried with backoff; past MAX_ATTEMPTS the snapshot fails with the reason.
+    permissions) or a file name that cannot be encoded is retried with backoff; past
+    MAX_ATTEMPTS the snapshot fails with the reason.
     """
     results = list(snapshot.results.order_by("pk"))
     snapshot.title = _title_from(results) or snapshot.title
@@ -87,7 +88,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         _remove_temporary(folder)
         write_index(folder, snapshot_index(snapshot, results))
         manifest_sha256 = write_manifest(folder)
-    except OSError as error:
+    except (OSError, ValueError) as error:  # ValueError: a file name that is not text
         reason = f"finalizing failed: {error}"
         with transaction.atomic():
             if snapshot.attempts + 1 >= settings.MAX_ATTEMPTS:

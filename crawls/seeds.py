@@ -64,6 +64,8 @@ def normalize_url(raw: str) -> str:
     path = quote(parts.path or "/", safe=SAFE_PATH_CHARS)
     query = quote(parts.query, safe=SAFE_QUERY_CHARS)
     normalized = urlunsplit((scheme, netloc, path, query, ""))
+    if len(normalized) > MAX_URL_LENGTH:
+        raise InvalidURL(f"URL is longer than {MAX_URL_LENGTH} characters once percent-encoded")
     try:
         _validate(normalized)
     except ValidationError:

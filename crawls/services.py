@@ -121,7 +121,8 @@ def crawl_start(*, crawl: Crawl) -> None:
 
 
 def crawl_report(*, crawl: Crawl) -> dict:
-    """Return the crawl's report: snapshots and results per state, and every failure's reason."""
+    """Return the crawl's report: snapshots and results per state, and every failure's reason
+    (a snapshot that failed finalizing has ``"extractor": None``), at most 200 failures."""
     snapshots = dict(
         crawl.snapshots.values_list("status").annotate(n=Count("pk")).values_list("status", "n")
     )
@@ -129,12 +130,19 @@ def crawl_report(*, crawl: Crawl) -> dict:
     by_state = dict(
         results.values_list("status").annotate(n=Count("pk")).values_list("status", "n")
     )
-    failures = [
+    failed_snapshots = [
+        {"url": url, "extractor": None, "error": error}
+        for url, error in crawl.snapshots.filter(status="failed")
+        .order_by("url")
+        .values_list("url", "error")[:REPORT_FAILURE_LIMIT]
+    ]
+    failed_results = [
         {"url": url, "extractor": extractor, "error": error}
         for url, extractor, error in results.filter(status="failed")
         .order_by("snapshot__url", "extractor")
         .values_list("snapshot__url", "extractor", "error")[:REPORT_FAILURE_LIMIT]
     ]
+    failures = (failed_snapshots + failed_results)[:REPORT_FAILURE_LIMIT]
     started = crawl.start_ts or crawl.created_at
     return {
         "snapshots": snapshots,

@@ -32,7 +32,7 @@ def claim_next(
 
 def _claim_compare_and_set(model, lease_seconds):
     now = timezone.now()
-    for candidate in model.objects.due(now).claim_order()[:CANDIDATES_PER_CLAIM]:
+    for candidate in model.objects.claimable(now).claim_order()[:CANDIDATES_PER_CLAIM]:
         lease_end = now + timedelta(seconds=lease_seconds(candidate))
         won = model.objects.filter(
             pk=candidate.pk, retry_at=candidate.retry_at, status=candidate.status
@@ -47,7 +47,7 @@ def _claim_skip_locked(model, lease_seconds):
     now = timezone.now()
     with transaction.atomic():
         candidate = (
-            model.objects.due(now)
+            model.objects.claimable(now)
             .claim_order()
             .select_for_update(skip_locked=True, of=("self",))
             .first()

@@ -28,6 +28,10 @@ class WorkQuerySet(models.QuerySet):
         """Runnable records whose ``retry_at`` has passed (claimable now)."""
         return self.runnable().filter(retry_at__lte=now or timezone.now())
 
+    def claimable(self, now=None) -> WorkQuerySet:
+        """Due records an actor may take now (a model may hold some back, see Snapshot)."""
+        return self.due(now)
+
     def claim_order(self) -> WorkQuerySet:
         """Highest priority first, then the record that has waited longest (DESIGN.md §3)."""
         return self.order_by("-priority", "retry_at", "pk")

@@ -90,7 +90,9 @@ class Orchestrator:
         """Reap finished actors, then spawn actors for due work."""
         self.reap()
         try:
-            due = {name: kind.model.objects.due().count() for name, kind in self.kinds.items()}
+            due = {
+                name: kind.model.objects.claimable().count() for name, kind in self.kinds.items()
+            }
         except DatabaseError:
             logger.exception("could not count due work; trying again next tick")
             close_old_connections()

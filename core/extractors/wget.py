@@ -84,7 +84,9 @@ class WgetExtractor(Extractor):
             "--span-hosts",  # requisites often live on another host (a CDN)
             "--no-parent",
             "-e", "robots=off",  # one page and what it needs to render, as a browser would
-            "--restrict-file-names=windows",  # also safe on every other file system
+            # Safe on every file system, and ASCII: a URL's non-UTF-8 bytes stay %-escaped in
+            # the file name instead of becoming names that index.json cannot hold.
+            "--restrict-file-names=windows,ascii",
             f"--timeout={self.timeout}",
             "--tries=1",  # retries belong to the ArchiveResult's backoff, not to wget
             "--max-redirect=10",

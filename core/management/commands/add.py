@@ -102,9 +102,12 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Crawl {crawl.pk} sealed in "
                                              f"{report['duration_seconds']:.1f} s"))  # fmt: skip
         self.stdout.write(f"  snapshots: {snapshots}\n  results:   {results}")
-        for failure in report["failures"][:10]:
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for failure in report["failures"]:
+            grouped.setdefault((failure["url"], failure["error"]), []).append(failure["extractor"])
+        for (url, error), extractors in list(grouped.items())[:10]:
+            self.stdout.write(f"  failed {url} ({', '.join(extractors)}): {error}")
+        if len(grouped) > 10:
             self.stdout.write(
-                f"  failed {failure['extractor']} {failure['url']}: {failure['error']}"
+                f"  ... and {len(grouped) - 10} more (manage.py list --crawl {crawl.pk} --json)"
             )
-        if len(report["failures"]) > 10:
-            self.stdout.write(f"  ... and {len(report['failures']) - 10} more failures (see list)")

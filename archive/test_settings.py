@@ -1,0 +1,31 @@
+"""Settings for the test suite: production settings, with a fresh DATA_DIR and short delays.
+
+pytest-django imports this before any conftest.py (pyproject.toml names it), so the environment
+set here is what Django, and every actor subprocess a test starts, reads. Subprocesses inherit
+DJANGO_SETTINGS_MODULE and DATA_DIR, and so share the session's folder and test database.
+"""
+
+import os
+import tempfile
+
+if "DATA_DIR" not in os.environ:
+    os.environ["DATA_DIR"] = tempfile.mkdtemp(prefix="vellum-test-")
+    os.environ["VELLUM_TEST_DATA_DIR_CREATED"] = "1"  # conftest.py removes it afterwards
+
+# Tests never sleep through production backoffs or polls; a test may still set its own.
+os.environ.setdefault("BACKOFF_BASE", "0.2")
+os.environ.setdefault("BACKOFF_CAP", "2")
+os.environ.setdefault("POLL_INTERVAL", "0.2")
+os.environ.setdefault("ORCHESTRATOR_TICK", "0.2")
+os.environ.setdefault("ACTOR_IDLE_EXIT", "1")
+os.environ.setdefault("HUEY_IMMEDIATE", "1")
+
+from archive.settings import *  # noqa: F403
+from archive.settings import STORAGES
+
+# No collectstatic before tests, and a fast hasher for the many logins of admin tests.
+STORAGES = {
+    **STORAGES,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,474 @@
+"""The Snapshot and ArchiveResult state machines, their constraints and querysets (DESIGN.md §2)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django_fsm import ConcurrentTransition, TransitionNotAllowed, can_proceed
+from model_bakery import baker
+
+from core.choices import ResultStatus, SnapshotStatus
+from core.extractors.base import ExtractorOutput
+from core.extractors.errors import Outcome
+from core.models import ArchiveResult, Snapshot
+from crawls.choices import CrawlStatus
+from crawls.models import Crawl
+
+pytestmark = pytest.mark.django_db
+
+
+def make_crawl(status: str = CrawlStatus.STARTED, **fields) -> Crawl:
+    return baker.make(Crawl, status=status, seeds="http://a.example/", **fields)
+
+
+def make_snapshot(status: str = SnapshotStatus.QUEUED, crawl: Crawl | None = None, **fields):
+    return baker.make(Snapshot, crawl=crawl or make_crawl(), status=status, **fields)
+
+
+def make_result(status: str = ResultStatus.QUEUED, snapshot: Snapshot | None = None, **fields):
+    fields.setdefault("extractor", "title")
+    return baker.make(
+        ArchiveResult,
+        snapshot=snapshot or make_snapshot(SnapshotStatus.STARTED),
+        status=status,
+        **fields,
+    )
+
+
+def reloaded(record):
+    return type(record).objects.get(pk=record.pk)
+
+
+def run_output(**fields) -> ExtractorOutput:
+    defaults = {
+        "outcome": Outcome.SUCCEEDED,
+        "output": "Page title",
+        "cmd": ["/usr/bin/curl", "--silent", "http://a.example/"],
+        "cmd_version": "curl 8.0.0",
+        "exit_code": 0,
+    }
+    return ExtractorOutput(**{**defaults, **fields})
+
+
+def seconds_from_now(moment) -> float:
+    return (moment - timezone.now()).total_seconds()
+
+
+# --- Snapshot transitions ------------------------------------------------------------------------
+
+
+def test_snapshot_start() -> None:
+    snapshot = make_snapshot(end_ts=timezone.now())
+    before = timezone.now()
+
+    snapshot.start()
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.STARTED
+    assert snapshot.start_ts >= before
+    assert snapshot.end_ts is None
+
+
+def test_snapshot_finish_when_every_result_is_final() -> None:
+    snapshot = make_snapshot(SnapshotStatus.STARTED, attempts=2)
+    for extractor, status in [
+        ("title", ResultStatus.SUCCEEDED),
+        ("wget", ResultStatus.FAILED),
+        ("favicon", ResultStatus.SKIPPED),
+    ]:
+        make_result(status, snapshot, extractor=extractor)
+
+    snapshot.finish()
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.FINALIZING
+    assert snapshot.attempts == 0
+
+
+@pytest.mark.parametrize(
+    "active", [ResultStatus.QUEUED, ResultStatus.STARTED, ResultStatus.BACKOFF]
+)
+def test_snapshot_finish_is_refused_while_a_result_is_active(active: str) -> None:
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    make_result(ResultStatus.SUCCEEDED, snapshot, extractor="title")
+    make_result(active, snapshot, extractor="wget")
+
+    assert not can_proceed(snapshot.finish)
+    with pytest.raises(TransitionNotAllowed):
+        snapshot.finish()
+    assert snapshot.status == SnapshotStatus.STARTED
+
+
+def test_snapshot_retry_finalizing_counts_the_attempt_and_waits() -> None:
+    snapshot = make_snapshot(SnapshotStatus.FINALIZING, attempts=1)
+
+    snapshot.retry_finalizing(error="finalizing failed: disk full", delay=30)
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.FINALIZING
+    assert snapshot.attempts == 2
+    assert snapshot.error == "finalizing failed: disk full"
+    assert 29 <= seconds_from_now(snapshot.retry_at) <= 30
+
+
+def test_snapshot_seal_records_the_manifest_digest() -> None:
+    snapshot = make_snapshot(
+        SnapshotStatus.FINALIZING, error="earlier trouble", retry_at=timezone.now()
+    )
+    digest = "ab" * 32
+
+    snapshot.seal(manifest_sha256=digest)
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.SEALED
+    assert snapshot.manifest_sha256 == digest
+    assert snapshot.error == ""
+    assert snapshot.retry_at is None
+    assert snapshot.end_ts is not None
+
+
+def test_snapshot_fail_keeps_the_reason() -> None:
+    snapshot = make_snapshot(SnapshotStatus.FINALIZING, retry_at=timezone.now())
+
+    snapshot.fail(error="finalizing failed: read-only file system")
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.FAILED
+    assert snapshot.error == "finalizing failed: read-only file system"
+    assert snapshot.retry_at is None
+    assert snapshot.end_ts is not None
+
+
+@pytest.mark.parametrize("final", [SnapshotStatus.SEALED, SnapshotStatus.FAILED])
+def test_snapshot_rearchive_queues_a_final_snapshot_again(final: str) -> None:
+    snapshot = make_snapshot(final, attempts=3, error="old reason", retry_at=None)
+    before = timezone.now()
+
+    snapshot.rearchive()
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.QUEUED
+    assert snapshot.attempts == 0
+    assert snapshot.error == ""
+    assert before <= snapshot.retry_at <= timezone.now()
+
+
+@pytest.mark.parametrize(
+    ("source", "transition", "kwargs"),
+    [
+        (SnapshotStatus.QUEUED, "finish", {}),
+        (SnapshotStatus.QUEUED, "seal", {"manifest_sha256": ""}),
+        (SnapshotStatus.QUEUED, "fail", {"error": "x"}),
+        (SnapshotStatus.QUEUED, "rearchive", {}),
+        (SnapshotStatus.STARTED, "start", {}),
+        (SnapshotStatus.STARTED, "seal", {"manifest_sha256": ""}),
+        (SnapshotStatus.STARTED, "retry_finalizing", {"error": "x", "delay": 1}),
+        (SnapshotStatus.STARTED, "fail", {"error": "x"}),
+        (SnapshotStatus.FINALIZING, "start", {}),
+        (SnapshotStatus.FINALIZING, "finish", {}),
+        (SnapshotStatus.FINALIZING, "rearchive", {}),
+        (SnapshotStatus.SEALED, "start", {}),
+        (SnapshotStatus.SEALED, "seal", {"manifest_sha256": ""}),
+        (SnapshotStatus.SEALED, "fail", {"error": "x"}),
+        (SnapshotStatus.FAILED, "retry_finalizing", {"error": "x", "delay": 1}),
+        (SnapshotStatus.FAILED, "seal", {"manifest_sha256": ""}),
+    ],
+)
+def test_disallowed_snapshot_transition_raises(source: str, transition: str, kwargs: dict) -> None:
+    snapshot = make_snapshot(source)
+
+    with pytest.raises(TransitionNotAllowed):
+        getattr(snapshot, transition)(**kwargs)
+    assert snapshot.status == source
+
+
+def test_snapshot_status_cannot_be_assigned() -> None:
+    snapshot = reloaded(make_snapshot())
+
+    with pytest.raises(AttributeError):
+        snapshot.status = SnapshotStatus.SEALED
+
+
+def test_two_copies_of_one_snapshot_cannot_both_transition() -> None:
+    snapshot = make_snapshot()
+    first, second = reloaded(snapshot), reloaded(snapshot)
+    first.start()
+    first.save()
+
+    second.start()
+    with pytest.raises(ConcurrentTransition), transaction.atomic():
+        second.save()
+
+
+# --- ArchiveResult transitions -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "attempts"), [(ResultStatus.QUEUED, 0), (ResultStatus.BACKOFF, 1)]
+)
+def test_result_start_counts_the_attempt(source: str, attempts: int) -> None:
+    result = make_result(source, attempts=attempts, end_ts=timezone.now())
+    before = timezone.now()
+
+    result.start()
+    result.save()
+
+    result = reloaded(result)
+    assert result.status == ResultStatus.STARTED
+    assert result.attempts == attempts + 1
+    assert result.start_ts >= before
+    assert result.end_ts is None
+
+
+def test_result_succeed_records_the_run() -> None:
+    result = make_result(
+        ResultStatus.STARTED, attempts=1, error="old error", retry_at=timezone.now()
+    )
+    output = run_output()
+
+    result.succeed(output=output, files=["title/title.txt", "title/curl.log"], size=123)
+    result.save()
+
+    result = reloaded(result)
+    assert result.status == ResultStatus.SUCCEEDED
+    assert result.cmd == ["/usr/bin/curl", "--silent", "http://a.example/"]
+    assert result.cmd_version == "curl 8.0.0"
+    assert result.exit_code == 0
+    assert result.output == "Page title"
+    assert result.output_files == ["title/title.txt", "title/curl.log"]
+    assert result.output_size == 123
+    assert result.error == ""
+    assert result.retry_at is None
+    assert result.end_ts is not None
+
+
+@pytest.mark.parametrize("source", [ResultStatus.QUEUED, ResultStatus.STARTED])
+def test_result_skip_keeps_the_reason(source: str) -> None:
+    result = make_result(source, retry_at=timezone.now())
+
+    result.skip(reason="curl not found")
+    result.save()
+
+    result = reloaded(result)
+    assert result.status == ResultStatus.SKIPPED
+    assert result.error == "curl not found"
+    assert result.retry_at is None
+    assert result.end_ts is not None
+
+
+def test_result_skip_with_output_records_the_command() -> None:
+    result = make_result(ResultStatus.STARTED)
+
+    result.skip(reason="not HTML (application/json)", output=run_output(exit_code=0))
+
+    assert result.cmd_version == "curl 8.0.0"
+    assert result.exit_code == 0
+
+
+def test_result_back_off_waits_the_delay() -> None:
+    result = make_result(ResultStatus.STARTED, attempts=1)
+
+    result.back_off(
+        error="HTTP 503 from http://a.example/", delay=40, output=run_output(exit_code=0)
+    )
+    result.save()
+
+    result = reloaded(result)
+    assert result.status == ResultStatus.BACKOFF
+    assert result.error == "HTTP 503 from http://a.example/"
+    assert 39 <= seconds_from_now(result.retry_at) <= 40
+    assert result.attempts == 1
+    assert result.end_ts is None
+    assert result.cmd_version == "curl 8.0.0"
+
+
+@pytest.mark.parametrize("source", [ResultStatus.STARTED, ResultStatus.BACKOFF])
+def test_result_fail_is_final_with_its_reason(source: str) -> None:
+    result = make_result(source, retry_at=timezone.now())
+
+    result.fail(error="HTTP 404 from http://a.example/")
+    result.save()
+
+    result = reloaded(result)
+    assert result.status == ResultStatus.FAILED
+    assert result.error == "HTTP 404 from http://a.example/"
+    assert result.retry_at is None
+    assert result.end_ts is not None
+
+
+@pytest.mark.parametrize("final", [ResultStatus.FAILED, ResultStatus.SKIPPED])
+def test_result_retry_queues_it_with_fresh_attempts(final: str) -> None:
+    result = make_result(final, attempts=3, error="attempts exhausted (3)", retry_at=None)
+    before = timezone.now()
+
+    result.retry()
+    result.save()
+
+    result = reloaded(result)
+    assert result.status == ResultStatus.QUEUED
+    assert result.attempts == 0
+    assert result.error == ""
+    assert before <= result.retry_at <= timezone.now()
+
+
+@pytest.mark.parametrize(
+    ("source", "transition", "kwargs"),
+    [
+        (ResultStatus.QUEUED, "succeed", {"output": None, "files": [], "size": 0}),
+        (ResultStatus.QUEUED, "back_off", {"error": "x", "delay": 1}),
+        (ResultStatus.QUEUED, "fail", {"error": "x"}),
+        (ResultStatus.QUEUED, "retry", {}),
+        (ResultStatus.STARTED, "start", {}),
+        (ResultStatus.STARTED, "retry", {}),
+        (ResultStatus.BACKOFF, "succeed", {"output": None, "files": [], "size": 0}),
+        (ResultStatus.BACKOFF, "skip", {"reason": "x"}),
+        (ResultStatus.BACKOFF, "back_off", {"error": "x", "delay": 1}),
+        (ResultStatus.SUCCEEDED, "start", {}),
+        (ResultStatus.SUCCEEDED, "fail", {"error": "x"}),
+        (ResultStatus.SUCCEEDED, "retry", {}),
+        (ResultStatus.SUCCEEDED, "skip", {"reason": "x"}),
+        (ResultStatus.FAILED, "start", {}),
+        (ResultStatus.FAILED, "fail", {"error": "x"}),
+        (ResultStatus.SKIPPED, "start", {}),
+        (ResultStatus.SKIPPED, "skip", {"reason": "x"}),
+    ],
+)
+def test_disallowed_result_transition_raises(source: str, transition: str, kwargs: dict) -> None:
+    result = make_result(source)
+
+    with pytest.raises(TransitionNotAllowed):
+        getattr(result, transition)(**kwargs)
+    assert result.status == source
+
+
+def test_result_status_cannot_be_assigned() -> None:
+    result = reloaded(make_result())
+
+    with pytest.raises(AttributeError):
+        result.status = ResultStatus.SUCCEEDED
+
+
+# --- constraints ---------------------------------------------------------------------------------
+
+
+def test_one_result_per_snapshot_and_extractor() -> None:
+    result = make_result(extractor="wget")
+    make_result(snapshot=result.snapshot, extractor="title")
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ArchiveResult.objects.create(snapshot=result.snapshot, extractor="wget")
+
+
+def test_the_same_extractor_may_run_on_another_snapshot() -> None:
+    result = make_result(extractor="wget")
+
+    make_result(snapshot=make_snapshot(crawl=result.snapshot.crawl), extractor="wget")
+
+    assert ArchiveResult.objects.filter(extractor="wget").count() == 2
+
+
+def test_one_snapshot_per_crawl_and_url() -> None:
+    crawl = make_crawl()
+    make_snapshot(crawl=crawl, url="http://a.example/")
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Snapshot.objects.create(crawl=crawl, url="http://a.example/")
+
+
+def test_the_same_url_may_be_archived_in_another_crawl() -> None:
+    make_snapshot(url="http://a.example/")
+
+    make_snapshot(url="http://a.example/")
+
+    assert Snapshot.objects.filter(url="http://a.example/").count() == 2
+
+
+# --- querysets -----------------------------------------------------------------------------------
+
+
+def test_snapshot_due_excludes_future_final_and_held() -> None:
+    past = timezone.now() - timedelta(seconds=5)
+    future = timezone.now() + timedelta(minutes=5)
+    running = make_crawl(CrawlStatus.STARTED)
+    held = make_crawl(CrawlStatus.HELD)
+    due = [
+        make_snapshot(SnapshotStatus.QUEUED, running, retry_at=past),
+        make_snapshot(SnapshotStatus.STARTED, running, retry_at=past),
+        make_snapshot(SnapshotStatus.FINALIZING, running, retry_at=past),
+    ]
+    make_snapshot(SnapshotStatus.QUEUED, running, retry_at=future)
+    make_snapshot(SnapshotStatus.QUEUED, running, retry_at=None)
+    make_snapshot(SnapshotStatus.SEALED, running, retry_at=past)
+    make_snapshot(SnapshotStatus.FAILED, running, retry_at=past)
+    make_snapshot(SnapshotStatus.QUEUED, held, retry_at=past)
+
+    assert set(Snapshot.objects.due()) == set(due)
+
+
+def test_result_due_excludes_future_final_and_held() -> None:
+    past = timezone.now() - timedelta(seconds=5)
+    future = timezone.now() + timedelta(minutes=5)
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    held_snapshot = make_snapshot(SnapshotStatus.STARTED, make_crawl(CrawlStatus.HELD))
+    names = iter(["a", "b", "c", "d", "e", "f", "g", "h"])
+    due = [
+        make_result(status, snapshot, extractor=next(names), retry_at=past)
+        for status in ResultStatus.active()
+    ]
+    make_result(ResultStatus.BACKOFF, snapshot, extractor=next(names), retry_at=future)
+    for status in ResultStatus.final():
+        make_result(status, snapshot, extractor=next(names), retry_at=past)
+    make_result(ResultStatus.QUEUED, held_snapshot, extractor="title", retry_at=past)
+
+    assert set(ArchiveResult.objects.due()) == set(due)
+
+
+def test_due_takes_the_moment_to_compare_with() -> None:
+    in_a_minute = timezone.now() + timedelta(minutes=1)
+    snapshot = make_snapshot(retry_at=in_a_minute)
+
+    assert not Snapshot.objects.due().exists()
+    assert list(Snapshot.objects.due(in_a_minute + timedelta(seconds=1))) == [snapshot]
+
+
+def test_claim_order_is_priority_first_then_oldest_retry_at() -> None:
+    now = timezone.now()
+    crawl = make_crawl()
+    low_old = make_snapshot(crawl=crawl, priority=0, retry_at=now - timedelta(hours=1))
+    low_new = make_snapshot(crawl=crawl, priority=0, retry_at=now - timedelta(minutes=1))
+    high_new = make_snapshot(crawl=crawl, priority=5, retry_at=now - timedelta(seconds=1))
+    high_old = make_snapshot(crawl=crawl, priority=5, retry_at=now - timedelta(minutes=30))
+    urgent = make_snapshot(crawl=crawl, priority=9, retry_at=now - timedelta(seconds=2))
+
+    ordered = list(Snapshot.objects.due().claim_order())
+
+    assert ordered == [urgent, high_old, high_new, low_old, low_new]
+
+
+def test_final_and_for_crawl() -> None:
+    crawl = make_crawl()
+    sealed = make_snapshot(SnapshotStatus.SEALED, crawl)
+    failed = make_snapshot(SnapshotStatus.FAILED, crawl)
+    started = make_snapshot(SnapshotStatus.STARTED, crawl)
+    make_snapshot(SnapshotStatus.SEALED)
+
+    assert set(Snapshot.objects.for_crawl(crawl)) == {sealed, failed, started}
+    assert set(Snapshot.objects.for_crawl(crawl).final()) == {sealed, failed}
+    done = make_result(ResultStatus.SKIPPED, started, extractor="a")
+    make_result(ResultStatus.BACKOFF, started, extractor="b")
+    assert list(ArchiveResult.objects.final()) == [done]
+
+
+def test_output_dir_is_the_snapshot_folder(settings) -> None:
+    snapshot = make_snapshot()
+
+    assert snapshot.output_dir == settings.ARCHIVE_DIR / str(snapshot.pk)

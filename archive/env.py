@@ -67,6 +67,13 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a new file only its owner can read (mode 0600 from the start)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
 def env_path(name: str, default: Path) -> Path:
     """Return the variable as an absolute path (relative ones are taken from the working dir)."""
     return Path(os.environ.get(name, str(default))).expanduser().resolve()

@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from archive.env import env_bool, env_int, env_list, env_number, env_path, env_str
+from archive.env import env_bool, env_int, env_list, env_number, env_path, env_str, write_private
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -44,8 +44,7 @@ def _secret_key() -> str:
     key = secrets.token_urlsafe(50)
     try:
         DATA_DIR.mkdir(parents=True, exist_ok=True)
-        key_file.write_text(key)
-        key_file.chmod(0o600)
+        write_private(key_file, key)
     except OSError:
         pass  # read-only or absent DATA_DIR: a per-process key still serves (sessions won't last)
     return key

@@ -42,7 +42,8 @@ class SnapshotQuerySet(WorkQuerySet):
         soft limit (two actors may both start one at the edge).
         """
         due = self.due(now)
-        started = Snapshot.objects.filter(status=SnapshotStatus.STARTED).count()
+        # Started snapshots of held crawls do not count: they would block every other crawl.
+        started = Snapshot.objects.runnable().filter(status=SnapshotStatus.STARTED).count()
         if started >= settings.MAX_STARTED_SNAPSHOTS:
             return due.exclude(status=SnapshotStatus.QUEUED)
         return due

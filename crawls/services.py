@@ -19,6 +19,7 @@ from crawls.seeds import InputError, parse_seed_text
 logger = logging.getLogger(__name__)
 
 MAX_DEPTH = 10
+PRIORITY_RANGE = (-32768, 32767)  # a SmallIntegerField on every database Django supports
 MAX_TAG_LENGTH = 100
 REPORT_FAILURE_LIMIT = 200
 
@@ -38,10 +39,13 @@ def crawl_create(
     ``source_name`` names the input in messages and in the saved copy ("urls.txt", "stdin",
     "command line"). The input is kept as received under ``DATA_DIR/sources/``. Raises InputError
     (nothing saved, nothing queued) for an invalid URL, empty or binary input, a depth outside
-    0..10 or an invalid tag.
+    0..10, a priority outside a small integer's range, or an invalid tag.
     """
     if not 0 <= depth <= MAX_DEPTH:
         raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {depth}")
+    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+        low, high = PRIORITY_RANGE
+        raise InputError(f"priority must be between {low} and {high}, not {priority}")
     tag_names = _clean_tags(tags or [])
     seeds = parse_seed_text(data, source=source_name)
     source_file = _save_source(data, source_name)

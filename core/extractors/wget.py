@@ -16,6 +16,7 @@ from core.extractors.page import parse_retry_after, unavailable
 from core.extractors.process import run_command
 
 WARC_PATH = "warc/archive.warc.gz"
+NETWORK_TIMEOUT_MARGIN = 5  # seconds
 # wget --no-verbose logs a saved file as: <date> <time> URL:<url> [<size>] -> "<path>" [1]
 SAVED_LINE = re.compile(r' URL:\S+ \[[^\]]*\] -> "(?P<path>[^"]+)" \[\d+\]$')
 # ... and a failed one as "<url>:" then: <date> <time> ERROR 404: Not Found.
@@ -87,7 +88,9 @@ class WgetExtractor(Extractor):
             # Safe on every file system, and ASCII: a URL's non-UTF-8 bytes stay %-escaped in
             # the file name instead of becoming names that index.json cannot hold.
             "--restrict-file-names=windows,ascii",
-            f"--timeout={self.timeout}",
+            # wget's own network timeout outlives the run, so a stalled server always ends the
+            # same way: the run's deadline kills the group ("wget timed out after N s").
+            f"--timeout={self.timeout + NETWORK_TIMEOUT_MARGIN}",
             "--tries=1",  # retries belong to the ArchiveResult's backoff, not to wget
             "--max-redirect=10",
             f"--user-agent={settings.USER_AGENT}",

@@ -454,6 +454,21 @@ def test_claim_order_is_priority_first_then_oldest_retry_at() -> None:
     assert ordered == [urgent, high_old, high_new, low_old, low_new]
 
 
+def test_claimable_holds_queued_snapshots_back_while_the_window_is_full(settings) -> None:
+    settings.MAX_STARTED_SNAPSHOTS = 2
+    crawl = make_crawl()
+    queued = make_snapshot(crawl=crawl, url="http://a.example/q")
+    first = make_snapshot(SnapshotStatus.STARTED, crawl, url="http://a.example/1")
+
+    assert set(Snapshot.objects.claimable()) == {queued, first}
+
+    second = make_snapshot(SnapshotStatus.STARTED, crawl, url="http://a.example/2")
+    finalizing = make_snapshot(SnapshotStatus.FINALIZING, crawl, url="http://a.example/f")
+
+    assert set(Snapshot.objects.claimable()) == {first, second, finalizing}
+    assert queued in Snapshot.objects.due()
+
+
 def test_final_and_for_crawl() -> None:
     crawl = make_crawl()
     sealed = make_snapshot(SnapshotStatus.SEALED, crawl)

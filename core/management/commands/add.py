@@ -16,6 +16,7 @@ from orchestrator.logs import log_to_file
 from orchestrator.orchestrator import Orchestrator
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+INTERRUPTED_EXIT = 130  # the shell's convention for a command ended by SIGINT
 
 
 class Command(BaseCommand):
@@ -90,12 +91,19 @@ class Command(BaseCommand):
         with CrawlProgress(crawl, console) as progress:
             Orchestrator(until=crawl_done, on_tick=progress.update).run()
         crawl.refresh_from_db()
+        if crawl.status == CrawlStatus.HELD:
+            raise CommandError(
+                f"crawl {crawl.pk} was held before it finished; release it to resume"
+            )
+        if crawl.status != CrawlStatus.SEALED:
+            self.stdout.write(
+                f"Crawl {crawl.pk} is unfinished (interrupted); the orchestrator finishes it "
+                "(manage.py orchestrator, or add --wait again)."
+            )
+            raise SystemExit(INTERRUPTED_EXIT)
         self._summarize(crawl)
 
     def _summarize(self, crawl) -> None:
-        if crawl.status != CrawlStatus.SEALED:
-            self.stdout.write(f"Crawl {crawl.pk} is {crawl.status}; it resumes when released.")
-            return
         report = crawl.report
         snapshots = ", ".join(f"{n} {state}" for state, n in sorted(report["snapshots"].items()))
         results = ", ".join(f"{n} {state}" for state, n in sorted(report["results"].items()))

@@ -10,6 +10,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from archive.env import write_private
+
 
 class Command(BaseCommand):
     help = (
@@ -48,8 +50,7 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         users.create_superuser(username="admin", email="", password=password)
         password_file = settings.DATA_DIR / "admin-password"
-        password_file.write_text(password + "\n")
-        password_file.chmod(0o600)
+        write_private(password_file, password + "\n")
         self.stdout.write(
             self.style.WARNING(
                 f"Admin user 'admin' created; password: {password} (also in "

@@ -182,13 +182,17 @@ ACTORS_ARCHIVERESULT = env_int("ACTORS_ARCHIVERESULT", 4, minimum=1)
 # Most snapshots in progress at once (the crawl frontier); more wait queued.
 MAX_STARTED_SNAPSHOTS = env_int("MAX_STARTED_SNAPSHOTS", 16, minimum=1)
 # Seconds between orchestrator ticks, and an actor's idle seconds before it exits.
-ORCHESTRATOR_TICK = env_number("ORCHESTRATOR_TICK", 1, minimum=0.05)
+ORCHESTRATOR_TICK = env_number("ORCHESTRATOR_TICK", 0.5, minimum=0.05)
 ACTOR_IDLE_EXIT = env_number("ACTOR_IDLE_EXIT", 5, minimum=0)
-# Seconds between checks of a started crawl or snapshot waiting for its children to finish.
-POLL_INTERVAL = env_number("POLL_INTERVAL", 1, minimum=0.05)
+# Seconds between checks of a started crawl or snapshot waiting for its children: a safety net,
+# since the last child to finish wakes its parent.
+POLL_INTERVAL = env_number("POLL_INTERVAL", 5, minimum=0.05)
 # Seconds a claimed crawl or snapshot stays owned by its actor (results: their timeout + margin).
 LEASE_SECONDS = env_int("LEASE_SECONDS", 300, minimum=1)
 LEASE_MARGIN = env_int("LEASE_MARGIN", 30, minimum=0)
+if LEASE_SECONDS <= 2 * POLL_INTERVAL:
+    # A wake-up tells a waiting record from a leased one by how far ahead its retry_at lies.
+    raise ImproperlyConfigured("LEASE_SECONDS must be more than twice POLL_INTERVAL")
 
 # --- logging -----------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()

@@ -23,6 +23,7 @@ from core.extractors.registry import default_profile, get_extractor
 from core.finalize import TEMP_PREFIX, write_index, write_manifest
 from core.models import ArchiveResult, Snapshot
 from core.retries import backoff_delay
+from crawls.choices import CrawlStatus
 from crawls.seeds import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
@@ -97,10 +98,42 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
                 snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts + 1))
             snapshot.save()
         logger.warning("snapshot %s: %s", snapshot.pk, reason)
+        if snapshot.status == SnapshotStatus.FAILED:
+            _wake_crawl_if_done(snapshot)
         return
     with transaction.atomic():
         snapshot.seal(manifest_sha256=manifest_sha256)
         snapshot.save()
+    _wake_crawl_if_done(snapshot)
+
+
+def snapshot_wake(*, snapshot_id) -> bool:
+    """Make a started snapshot that waits for its results due now; return True if it was.
+
+    Polling every POLL_INTERVAL is only the safety net. A snapshot under lease is never touched:
+    its ``retry_at`` lies LEASE_SECONDS ahead, far past the ``now + POLL_INTERVAL`` of a waiting
+    one (settings make sure the lease is the longer), so no two actors ever hold it.
+    """
+    now = timezone.now()
+    waiting_until = now + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+    woken = Snapshot.objects.filter(
+        pk=snapshot_id, status=SnapshotStatus.STARTED, retry_at__lte=waiting_until
+    ).update(retry_at=now)
+    return bool(woken)
+
+
+def _wake_crawl_if_done(snapshot: Snapshot) -> None:
+    """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
+    if snapshot.crawl.snapshots.active().exists():
+        return
+    from crawls.models import Crawl
+
+    now = timezone.now()
+    Crawl.objects.filter(
+        pk=snapshot.crawl_id,
+        status=CrawlStatus.STARTED,
+        retry_at__lte=now + timezone.timedelta(seconds=settings.POLL_INTERVAL),
+    ).update(retry_at=now)
 
 
 def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
@@ -216,8 +249,17 @@ def result_tick(*, result: ArchiveResult) -> None:
     """Run one attempt of ``result``'s extractor and record how it went.
 
     A result claimed while still ``started`` was left by a worker that died (its lease ran out):
-    that attempt is counted as a temporary failure before anything runs again.
+    that attempt is counted as a temporary failure before anything runs again. When the result
+    ends final and it was the snapshot's last one to do, the snapshot is woken.
     """
+    try:
+        _result_attempt(result)
+    finally:
+        if result.status in ResultStatus.final() and result.snapshot.all_results_final():
+            snapshot_wake(snapshot_id=result.snapshot_id)
+
+
+def _result_attempt(result: ArchiveResult) -> None:
     if result.status == ResultStatus.STARTED:
         result_recover(result=result)
         return

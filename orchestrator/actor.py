@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 
 from django.db import DatabaseError, close_old_connections
@@ -34,6 +35,7 @@ class Actor:
         self.max_records = max_records
         self.draining = False
         self.stopping = False
+        self._wakeup = threading.Event()  # set by signal handlers to cut an idle pause short
         self.done = 0
 
     def initialize(self) -> None:
@@ -44,14 +46,21 @@ class Actor:
 
     def _on_interrupt(self, signum, frame) -> None:
         self.draining = True
+        self._wakeup.set()
 
     def _on_terminate(self, signum, frame) -> None:
         self.stopping = True
         cancel_requested.set()
+        self._wakeup.set()
 
     def tick(self) -> bool:
         """Claim one due record and advance it; return False when nothing was due."""
-        record = claim_next(self.kind.model, lease_seconds=self.kind.lease_seconds)
+        record = claim_next(
+            self.kind.model,
+            lease_seconds=self.kind.lease_seconds,
+            lease_fields=self.kind.lease_fields,
+            related=self.kind.related,
+        )
         if record is None:
             return False
         logger.info(
@@ -80,7 +89,7 @@ class Actor:
                     continue
                 if time.monotonic() - idle_since >= self.idle_exit:
                     break
-                time.sleep(sleep)
+                self._wakeup.wait(sleep)
                 sleep = min(sleep * 2, IDLE_SLEEP_MAX)
         finally:
             self.shutdown()

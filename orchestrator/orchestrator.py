@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ from orchestrator.work import WorkType, work_types
 logger = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10
+QUICK_TICK_SECONDS = 0.2
 
 
 class Orchestrator:
@@ -46,6 +48,7 @@ class Orchestrator:
         self.actors: dict[str, list[subprocess.Popen]] = {name: [] for name in self.kinds}
         self.draining = False
         self.stopping = False
+        self._wakeup = threading.Event()  # set by signal handlers to cut a pause short
         self.spawned = 0
         self.crashed = 0
 
@@ -68,26 +71,30 @@ class Orchestrator:
         if self.draining:
             self.stopping = True
         self.draining = True
+        self._wakeup.set()
 
     def _on_terminate(self, signum, frame) -> None:
         self.stopping = True
+        self._wakeup.set()
 
     def run(self) -> None:
         """Tick until asked to stop, or until idle / ``until()`` when so configured."""
         self.initialize()
         try:
             while not (self.draining or self.stopping):
-                self.tick()
+                spawned = self.tick()
                 if self.on_tick:
                     self.on_tick(self)
                 if self._finished():
                     break
-                time.sleep(settings.ORCHESTRATOR_TICK)
+                # Right after spawning, look again soon: the new actors create more work.
+                pause = QUICK_TICK_SECONDS if spawned else settings.ORCHESTRATOR_TICK
+                self._wakeup.wait(min(pause, settings.ORCHESTRATOR_TICK))
         finally:
             self.shutdown()
 
-    def tick(self) -> None:
-        """Reap finished actors, then spawn actors for due work."""
+    def tick(self) -> int:
+        """Reap finished actors, then spawn actors for due work; return how many were spawned."""
         self.reap()
         try:
             due = {
@@ -96,11 +103,14 @@ class Orchestrator:
         except DatabaseError:
             logger.exception("could not count due work; trying again next tick")
             close_old_connections()
-            return
+            return 0
+        spawned = 0
         for name, kind in self.kinds.items():
             wanted = min(kind.concurrency, due[name]) - len(self.actors[name])
             for _ in range(max(wanted, 0)):
                 self.spawn(name)
+                spawned += 1
+        return spawned
 
     def shutdown(self) -> None:
         """Ask the actors to drain (or stop), wait for them, and kill what is left."""

@@ -18,6 +18,8 @@ class WorkType:
     tick: Callable[[models.Model], None]
     lease_seconds: Callable[[models.Model], float]
     concurrency_setting: str
+    lease_fields: tuple[str, ...] = ()  # what lease_seconds reads of a candidate
+    related: tuple[str, ...] = ()  # joined in when the claimed record is loaded
 
     @property
     def concurrency(self) -> int:
@@ -47,11 +49,11 @@ def work_types() -> dict[str, WorkType]:
         WorkType("crawl", Crawl, lambda c: crawl_tick(crawl=c), _fixed_lease, "ACTORS_CRAWL"),
         WorkType(
             "snapshot", Snapshot, lambda s: snapshot_tick(snapshot=s), _fixed_lease,
-            "ACTORS_SNAPSHOT",
+            "ACTORS_SNAPSHOT", related=("crawl",),
         ),
         WorkType(
             "archiveresult", ArchiveResult, lambda r: result_tick(result=r), _result_lease,
-            "ACTORS_ARCHIVERESULT",
+            "ACTORS_ARCHIVERESULT", lease_fields=("extractor",), related=("snapshot__crawl",),
         ),
     ]  # fmt: skip
     return {kind.name: kind for kind in kinds}

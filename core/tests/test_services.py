@@ -27,9 +27,11 @@ from core.models import ArchiveResult, Snapshot
 from core.services import (
     result_tick,
     snapshot_check_results,
+    snapshot_finalize,
     snapshot_queue_outlinks,
     snapshot_start,
     snapshot_tick,
+    snapshot_wake,
 )
 from core.tests.site import PIXEL_PNG, RETRY_AFTER_SECONDS, LiveSite
 from crawls.choices import CrawlStatus
@@ -737,3 +739,51 @@ def test_a_requisite_at_a_latin1_path_does_not_break_finalizing(latin1_site: str
     snapshot_check_results(snapshot=snapshot)
 
     assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.SEALED
+
+
+# --- waking a parent when its last child is final -------------------------------------------------
+
+
+def test_wake_makes_a_waiting_snapshot_due_now(settings) -> None:
+    settings.POLL_INTERVAL = 5
+    waiting = make_snapshot(retry_at=timezone.now() + timedelta(seconds=4))
+
+    assert snapshot_wake(snapshot_id=waiting.pk)
+
+    assert Snapshot.objects.get(pk=waiting.pk).retry_at <= timezone.now()
+
+
+def test_wake_never_touches_a_snapshot_under_lease(settings) -> None:
+    settings.POLL_INTERVAL = 5
+    lease_end = timezone.now() + timedelta(seconds=settings.LEASE_SECONDS)
+    leased = make_snapshot(retry_at=lease_end)
+
+    assert not snapshot_wake(snapshot_id=leased.pk)
+
+    assert Snapshot.objects.get(pk=leased.pk).retry_at == lease_end
+
+
+def test_the_last_final_result_wakes_its_snapshot_and_not_before(settings, live_site) -> None:
+    settings.POLL_INTERVAL = 5
+    settings.EXTRACTORS = ["title"]
+    snapshot = make_snapshot(live_site.url("/"), retry_at=timezone.now() + timedelta(seconds=4))
+    title = make_result(snapshot, "title")
+    other = make_result(snapshot, "headers")
+
+    ticked(title)
+    assert Snapshot.objects.get(pk=snapshot.pk).retry_at > timezone.now()  # headers still to do
+
+    ticked(other)
+    assert Snapshot.objects.get(pk=snapshot.pk).retry_at <= timezone.now()
+
+
+def test_sealing_the_last_snapshot_wakes_its_crawl(settings) -> None:
+    settings.POLL_INTERVAL = 5
+    crawl = make_crawl(retry_at=timezone.now() + timedelta(seconds=4))
+    make_snapshot("http://a.example/1", SnapshotStatus.SEALED, crawl)
+    last = make_snapshot("http://a.example/2", SnapshotStatus.FINALIZING, crawl)
+
+    snapshot_finalize(snapshot=last)
+
+    assert Snapshot.objects.get(pk=last.pk).status == SnapshotStatus.SEALED
+    assert Crawl.objects.get(pk=crawl.pk).retry_at <= timezone.now()

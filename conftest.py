@@ -30,7 +30,7 @@ def bare_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _remove_session_data_dir() -> Iterator[None]:
-    """Remove the DATA_DIR that archive/test_settings.py made (VELLUM_KEEP_TEST_DATA keeps it)."""
+    """Remove the DATA_DIR made by archive/settings_for_tests.py (unless VELLUM_KEEP_TEST_DATA)."""
     yield
     made_here = os.environ.get("VELLUM_TEST_DATA_DIR_CREATED")
     if made_here and not os.environ.get("VELLUM_KEEP_TEST_DATA"):

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from urllib.parse import urldefrag, urlsplit
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome
-from core.extractors.page import Page, fetch_page, not_html, output_from_fetch, unavailable
+from core.extractors.base import ExtractorOutput
+from core.extractors.fetch import FetchResult
+from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
 
 OUTLINKS_JSON = "outlinks.json"
 # Hyperlinks are <a href> and <area href> (HTML §4.6.1); <link> and <img> are not navigable.
@@ -32,22 +32,13 @@ def page_links(page: Page) -> list[str]:
     return list(links)
 
 
-class OutlinksExtractor(Extractor):
+class OutlinksExtractor(HtmlPageExtractor):
     """GET the page with curl and list its links (outlinks.json); facts = {"outlinks": [...]}."""
 
     name = "outlinks"
-    binaries = ("curl",)
 
-    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+    def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
         """Write outlinks.json (a JSON list of URLs) into ``out_dir``; no links is still success."""
-        try:
-            result, page = fetch_page(snapshot.url, out_dir=out_dir, timeout=self.timeout)
-        except LookupError as error:
-            return unavailable(error)
-        if result.outcome is not Outcome.SUCCEEDED:
-            return output_from_fetch(result)
-        if page is None:
-            return not_html(result)
         links = page_links(page)
         (out_dir / OUTLINKS_JSON).write_text(json.dumps(links, indent=2) + "\n", encoding="utf-8")
         return output_from_fetch(result, output=OUTLINKS_JSON, facts={"outlinks": links})

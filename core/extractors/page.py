@@ -21,7 +21,7 @@ from urllib.parse import urljoin
 from bs4 import BeautifulSoup
 from bs4.dammit import EncodingDetector
 
-from core.extractors.base import ExtractorOutput
+from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch
 
@@ -235,3 +235,29 @@ def output_from_fetch(
 def remove(path: Path) -> None:
     """Delete a temporary file if it exists."""
     path.unlink(missing_ok=True)
+
+
+class HtmlPageExtractor(Extractor):
+    """Base of the extractors that read one HTML page: fetch it, then ``extract`` from it.
+
+    ``run`` fetches the page with curl; a failed fetch keeps its outcome, a page that is not
+    HTML is skipped, and only a fetched HTML page reaches ``extract``.
+    """
+
+    binaries = ("curl",)
+
+    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+        """Fetch ``snapshot.url`` and hand the page to ``extract``; see the class docstring."""
+        try:
+            result, page = fetch_page(snapshot.url, out_dir=out_dir, timeout=self.timeout)
+        except LookupError as error:
+            return unavailable(error)
+        if result.outcome is not Outcome.SUCCEEDED:
+            return output_from_fetch(result)
+        if page is None:
+            return not_html(result)
+        return self.extract(page, result, out_dir)
+
+    def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
+        """Write this extractor's outputs from ``page`` into ``out_dir`` and describe them."""
+        raise NotImplementedError(f"extractor {self.name!r} does not implement extract()")

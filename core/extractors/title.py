@@ -6,30 +6,22 @@ from pathlib import Path
 
 from bs4 import Tag
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
-from core.extractors.page import Page, fetch_page, not_html, output_from_fetch, unavailable
+from core.extractors.fetch import FetchResult
+from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
 
 # Longest title kept, in characters: longer ones are page text someone put in <title>.
 MAX_TITLE_CHARS = 512
 
 
-class TitleExtractor(Extractor):
+class TitleExtractor(HtmlPageExtractor):
     """GET the page with curl and read its <title>; write title.txt, output the title itself."""
 
     name = "title"
-    binaries = ("curl",)
 
-    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+    def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
         """Write title.txt into ``out_dir``; facts = {"title": the title}."""
-        try:
-            result, page = fetch_page(snapshot.url, out_dir=out_dir, timeout=self.timeout)
-        except LookupError as error:
-            return unavailable(error)
-        if result.outcome is not Outcome.SUCCEEDED:
-            return output_from_fetch(result)
-        if page is None:
-            return not_html(result)
         tag = _document_title(page)
         if tag is None:
             return output_from_fetch(result, Outcome.SKIPPED, "page has no <title>")

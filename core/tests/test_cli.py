@@ -63,7 +63,7 @@ def manage(
     """Run ``manage.py <args>`` with this test's database and DATA_DIR (or ``env`` overrides)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_SUPERUSER_")}
     full_env["DATABASE_URL"] = shared_database_url()
-    full_env["DJANGO_SETTINGS_MODULE"] = "archive.test_settings"
+    full_env["DJANGO_SETTINGS_MODULE"] = "archive.settings_for_tests"
     full_env.update(env or {})
     completed = subprocess.run(
         [sys.executable, MANAGE, *args],
@@ -98,7 +98,7 @@ def init_env(data_dir: Path) -> dict[str, str]:
         for k, v in os.environ.items()
         if k != "DATABASE_URL" and not k.startswith("DJANGO_SUPERUSER_")
     }
-    env.update({"DATA_DIR": str(data_dir), "DJANGO_SETTINGS_MODULE": "archive.test_settings"})
+    env.update({"DATA_DIR": str(data_dir), "DJANGO_SETTINGS_MODULE": "archive.settings_for_tests"})
     return env
 
 

@@ -301,7 +301,7 @@ def race(workers: int) -> list[tuple[list[int], str, int]]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
-        "DJANGO_SETTINGS_MODULE": "archive.test_settings",
+        "DJANGO_SETTINGS_MODULE": "archive.settings_for_tests",
     }
     processes = [
         subprocess.Popen(

@@ -49,7 +49,7 @@ class Vellum:
             and not k.startswith("DJANGO_SUPERUSER_")
         }
         self.base_env.update(
-            DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="archive.test_settings", **env
+            DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="archive.settings_for_tests", **env
         )
 
     def env(self, **extra: str) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.choices import ResultStatus
 from core.models import Snapshot, SnapshotQuerySet
 
 COLUMNS = ["id", "crawl", "status", "url", "title", "depth", "tags", "created_at", "results"]
@@ -46,7 +47,12 @@ def snapshot_row(snapshot: Snapshot) -> dict:
     }
 
 
-SYMBOLS = {"succeeded": "✓", "failed": "✗", "skipped": "-", "backoff": "↻"}
+SYMBOLS = {
+    ResultStatus.SUCCEEDED: "✓",
+    ResultStatus.FAILED: "✗",
+    ResultStatus.SKIPPED: "-",
+    ResultStatus.BACKOFF: "↻",
+}
 
 
 def results_summary(row: dict, *, symbols: bool = False) -> str:

@@ -24,6 +24,7 @@ from core.finalize import TEMP_PREFIX, write_index, write_manifest
 from core.models import ArchiveResult, Snapshot
 from core.retries import backoff_delay
 from crawls.choices import CrawlStatus
+from crawls.models import Crawl
 from crawls.seeds import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
@@ -126,8 +127,6 @@ def _wake_crawl_if_done(snapshot: Snapshot) -> None:
     """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
     if snapshot.crawl.snapshots.active().exists():
         return
-    from crawls.models import Crawl
-
     now = timezone.now()
     Crawl.objects.filter(
         pk=snapshot.crawl_id,

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core.admin_display import state_badge
+from core.choices import SnapshotStatus
 from crawls.models import Crawl
 
 
@@ -41,7 +42,7 @@ class CrawlAdmin(admin.ModelAdmin):
             .annotate(
                 snapshot_count=Count("snapshots"),
                 final_count=Count(
-                    "snapshots", filter=Q(snapshots__status__in=["sealed", "failed"])
+                    "snapshots", filter=Q(snapshots__status__in=SnapshotStatus.final())
                 ),
             )
         )

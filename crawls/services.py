@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from core.choices import ResultStatus, SnapshotStatus
 from core.finalize import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
 from crawls.choices import CrawlStatus
@@ -136,13 +137,13 @@ def crawl_report(*, crawl: Crawl) -> dict:
     )
     failed_snapshots = [
         {"url": url, "extractor": None, "error": error}
-        for url, error in crawl.snapshots.filter(status="failed")
+        for url, error in crawl.snapshots.filter(status=SnapshotStatus.FAILED)
         .order_by("url")
         .values_list("url", "error")[:REPORT_FAILURE_LIMIT]
     ]
     failed_results = [
         {"url": url, "extractor": extractor, "error": error}
-        for url, extractor, error in results.filter(status="failed")
+        for url, extractor, error in results.filter(status=ResultStatus.FAILED)
         .order_by("snapshot__url", "extractor")
         .values_list("snapshot__url", "extractor", "error")[:REPORT_FAILURE_LIMIT]
     ]

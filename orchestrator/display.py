@@ -7,6 +7,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from core.choices import ResultStatus
 from core.models import ArchiveResult
 from crawls.models import Crawl
 
@@ -51,8 +52,8 @@ class CrawlProgress:
         total, final = snapshots.count(), snapshots.final().count()
         results = ArchiveResult.objects.filter(snapshot__crawl=self.crawl)
         r_total, r_final = results.count(), results.final().count()
-        failed = results.filter(status="failed").count()
-        backoff = results.filter(status="backoff").count()
+        failed = results.filter(status=ResultStatus.FAILED).count()
+        backoff = results.filter(status=ResultStatus.BACKOFF).count()
         detail = f"{failed} failed, {backoff} in backoff"
         if self.progress:
             self.progress.update(self.snapshots_task, total=total, completed=final, detail="")

@@ -92,20 +92,19 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         manifest_sha256 = write_manifest(folder)
     except (OSError, ValueError) as error:  # ValueError: a file name that is not text
         reason = f"finalizing failed: {error}"
+        logger.warning("snapshot %s: %s", snapshot.pk, reason)
         with transaction.atomic():
             if snapshot.attempts + 1 >= settings.MAX_ATTEMPTS:
                 snapshot.fail(error=reason)
             else:
                 snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts + 1))
             snapshot.save()
-        logger.warning("snapshot %s: %s", snapshot.pk, reason)
-        if snapshot.status == SnapshotStatus.FAILED:
-            _wake_crawl_if_done(snapshot)
-        return
-    with transaction.atomic():
-        snapshot.seal(manifest_sha256=manifest_sha256)
-        snapshot.save()
-    _wake_crawl_if_done(snapshot)
+    else:
+        with transaction.atomic():
+            snapshot.seal(manifest_sha256=manifest_sha256)
+            snapshot.save()
+    if snapshot.status in SnapshotStatus.final():
+        _wake_crawl_if_done(snapshot)
 
 
 def snapshot_wake(*, snapshot_id) -> bool:
@@ -213,9 +212,10 @@ def snapshot_queue_outlinks(*, snapshot: Snapshot, urls: list[str]) -> int:
     ]
     with transaction.atomic():
         Snapshot.objects.bulk_create(children, ignore_conflicts=True)
-        created = list(crawl.snapshots.filter(parent=snapshot, url__in=[c.url for c in children]))
-        _copy_tags(crawl, created)
-    return len(created)
+        created = crawl.snapshots.filter(parent=snapshot, url__in=[c.url for c in children])
+        created_ids = list(created.values_list("pk", flat=True))
+        snapshots_tag_like_crawl(crawl=crawl, snapshot_ids=created_ids)
+    return len(created_ids)
 
 
 def _followable(urls: list[str], *, base_host: str, any_host: bool) -> list[str]:
@@ -230,13 +230,14 @@ def _followable(urls: list[str], *, base_host: str, any_host: bool) -> list[str]
     return list(wanted)
 
 
-def _copy_tags(crawl, snapshots: list[Snapshot]) -> None:
+def snapshots_tag_like_crawl(*, crawl: Crawl, snapshot_ids: list) -> None:
+    """Give the snapshots ``snapshot_ids`` every tag of ``crawl`` (tags they have are kept)."""
     tag_ids = list(crawl.tags.values_list("pk", flat=True))
-    if not tag_ids or not snapshots:
+    if not tag_ids or not snapshot_ids:
         return
     through = Snapshot.tags.through
     through.objects.bulk_create(
-        [through(snapshot_id=s.pk, tag_id=t) for s in snapshots for t in tag_ids],
+        [through(snapshot_id=pk, tag_id=tag) for pk in snapshot_ids for tag in tag_ids],
         ignore_conflicts=True,
     )
 
@@ -323,12 +324,8 @@ def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: P
             result.skip(reason=output.error, output=output)
         elif output.outcome is Outcome.FATAL:
             result.fail(error=output.error, output=output)
-        elif result.attempts >= settings.MAX_ATTEMPTS:
-            error = f"attempts exhausted ({result.attempts}): {output.error}"
-            result.fail(error=error, output=output)
         else:
-            delay = backoff_delay(result.attempts, output.retry_after)
-            result.back_off(error=output.error, delay=delay, output=output)
+            _retry_or_fail(result, output.error, output=output, retry_after=output.retry_after)
         result.save()
 
 
@@ -336,12 +333,24 @@ def result_recover(*, result: ArchiveResult) -> None:
     """Count the attempt of a result whose worker died, then back off or fail it."""
     error = "worker stopped before finishing (lease expired)"
     with transaction.atomic():
-        if result.attempts >= settings.MAX_ATTEMPTS:
-            result.fail(error=f"attempts exhausted ({result.attempts}): {error}")
-        else:
-            result.back_off(error=error, delay=backoff_delay(result.attempts))
+        _retry_or_fail(result, error)
         result.save()
     logger.warning("recovered %s of %s: %s", result.extractor, result.snapshot_id, error)
+
+
+def _retry_or_fail(
+    result: ArchiveResult,
+    error: str,
+    *,
+    output: ExtractorOutput | None = None,
+    retry_after: float | None = None,
+) -> None:
+    """A temporary error: back off for another attempt, or fail once MAX_ATTEMPTS are used."""
+    if result.attempts >= settings.MAX_ATTEMPTS:
+        result.fail(error=f"attempts exhausted ({result.attempts}): {error}", output=output)
+    else:
+        delay = backoff_delay(result.attempts, retry_after)
+        result.back_off(error=error, delay=delay, output=output)
 
 
 def _move_into_place(work_dir: Path, final_dir: Path) -> tuple[list[str], int]:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.choices import ResultStatus, SnapshotStatus
 from core.finalize import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
+from core.services import snapshots_tag_like_crawl
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import InputError, parse_seed_text
@@ -115,14 +116,8 @@ def crawl_start(*, crawl: Crawl) -> None:
             ],
             ignore_conflicts=True,
         )
-        tag_ids = list(crawl.tags.values_list("pk", flat=True))
-        if tag_ids:
-            through = Snapshot.tags.through
-            roots = crawl.snapshots.filter(depth=0).values_list("pk", flat=True)
-            through.objects.bulk_create(
-                [through(snapshot_id=pk, tag_id=tag) for pk in roots for tag in tag_ids],
-                ignore_conflicts=True,
-            )
+        roots = list(crawl.snapshots.filter(depth=0).values_list("pk", flat=True))
+        snapshots_tag_like_crawl(crawl=crawl, snapshot_ids=roots)
 
 
 def crawl_report(*, crawl: Crawl) -> dict:

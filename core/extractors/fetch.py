@@ -8,7 +8,9 @@ extractor's timeout and to refuse bodies over ``MAX_DOWNLOAD_BYTES``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -31,7 +33,8 @@ class FetchResult:
     http_status: int | None = None
     content_type: str = ""  # media type only, lowercased, without parameters
     final_url: str = ""
-    retry_after: float | None = None
+    retry_after: float | None = None  # seconds, from the final response's Retry-After
+    headers: dict[str, str] = field(default_factory=dict)  # the final response's fields
 
     @property
     def is_html(self) -> bool:
@@ -41,10 +44,11 @@ class FetchResult:
 def fetch(
     url: str, *, body_path: Path, headers_path: Path | None, log_path: Path, timeout: float
 ) -> FetchResult:
-    """GET ``url`` into ``body_path`` (and its response headers into ``headers_path``).
+    """GET ``url`` into ``body_path``; keep curl's header dump in ``headers_path`` if given.
 
     Redirects are followed (at most 10). The outcome is classified by curl's exit code, then by
-    the final HTTP status (core/extractors/errors.py). Raises LookupError if curl is not installed.
+    the final HTTP status (core/extractors/errors.py); the final response's header fields and
+    Retry-After are read from the dump. Raises LookupError if curl is not installed.
     """
     curl = find_binary("curl")
     if curl is None:
@@ -62,19 +66,25 @@ def fetch(
         "--output", str(body_path),
         "--write-out", "%{json}",
     ]  # fmt: skip
-    if headers_path is not None:
-        cmd += ["--dump-header", str(headers_path)]
-    cmd.append(url)
-    # Give curl's own --max-time a moment to fire before the group is killed from outside.
-    done = run_command(
-        cmd, cwd=body_path.parent, timeout=timeout + 5, log_path=log_path, capture_stdout=True
-    )
+    dump = headers_path or body_path.with_name(body_path.name + ".headers")
+    cmd += ["--dump-header", str(dump), url]
+    try:
+        # Give curl's own --max-time a moment to fire before the group is killed from outside.
+        done = run_command(
+            cmd, cwd=body_path.parent, timeout=timeout + 5, log_path=log_path, capture_stdout=True
+        )
+        _, fields = final_response(read_header_text(dump))
+    finally:
+        if headers_path is None:
+            dump.unlink(missing_ok=True)
     result = FetchResult(
         outcome=Outcome.SUCCEEDED,
         error="",
         cmd=cmd,
         cmd_version=binary_version(curl),
         exit_code=done.exit_code,
+        headers=fields,
+        retry_after=parse_retry_after(header(fields, "Retry-After")),
     )
     if done.timed_out:
         result.outcome, result.error = timeout_reason("curl", timeout)
@@ -91,8 +101,7 @@ def fetch(
 def _read_write_out(result: FetchResult, stdout: str) -> None:
     """Fill status, type and final URL from curl's ``--write-out %{json}``.
 
-    Retry-After is not among curl's write-out variables; core/extractors/page.py reads it from
-    the header dump.
+    Retry-After is not among curl's write-out variables: ``fetch`` reads it from the dump.
     """
     try:
         info = json.loads(stdout)
@@ -101,3 +110,71 @@ def _read_write_out(result: FetchResult, stdout: str) -> None:
     result.http_status = info.get("http_code") or info.get("response_code") or None
     result.content_type = (info.get("content_type") or "").split(";")[0].strip().lower()
     result.final_url = info.get("url_effective") or ""
+
+
+def read_header_text(path: Path) -> str:
+    """Return the text of a curl ``--dump-header`` file ("" if absent).
+
+    Header values are octets (RFC 9110 §5.5): UTF-8 in practice, Latin-1 in older servers.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def final_response(text: str) -> tuple[int | None, dict[str, str]]:
+    """Parse the last response of a ``--dump-header`` text: (status, {name: value}).
+
+    curl writes one block per response (redirects, 1xx) starting with its status line. Names keep
+    the case first seen; repeated fields are joined with ", " (RFC 9110 §5.3), compared
+    case-insensitively. Obsolete line folding (RFC 9112 §5.2) is unfolded into one space.
+    """
+    status: int | None = None
+    fields: dict[str, str] = {}
+    names: dict[str, str] = {}  # lowercased name -> the name as first seen
+    last_name = ""
+    for line in text.splitlines():
+        if line.startswith("HTTP/"):
+            status, fields, names, last_name = _status_code(line), {}, {}, ""
+        elif line[:1] in (" ", "\t") and last_name:
+            fields[last_name] += " " + line.strip()
+        elif ":" in line:
+            name, value = (part.strip() for part in line.split(":", 1))
+            last_name = names.setdefault(name.lower(), name)
+            fields[last_name] = f"{fields[last_name]}, {value}" if last_name in fields else value
+    return status, fields
+
+
+def _status_code(status_line: str) -> int | None:
+    """Return the code of a status line such as "HTTP/1.1 200 OK" or "HTTP/2 404"."""
+    parts = status_line.split()
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def header(fields: dict[str, str], name: str) -> str:
+    """Return the value of header ``name`` (compared case-insensitively), or ""."""
+    return next((value for key, value in fields.items() if key.lower() == name.lower()), "")
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Return a Retry-After value in seconds from now: delay-seconds or an HTTP-date.
+
+    RFC 9110 §10.2.3; a date in the past gives 0, anything unreadable None.
+    """
+    value = (value or "").strip()
+    if value.isdigit():
+        return float(value)
+    if not value:
+        return None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # RFC 9110 §5.6.7: HTTP-dates are in GMT
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

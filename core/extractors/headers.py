@@ -8,14 +8,7 @@ from pathlib import Path
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.errors import Outcome
 from core.extractors.fetch import fetch
-from core.extractors.page import (
-    fill_retry_after,
-    final_response,
-    output_from_fetch,
-    read_header_text,
-    remove,
-    unavailable,
-)
+from core.extractors.page import output_from_fetch, remove, unavailable
 
 HEADERS_TXT = "headers.txt"
 HEADERS_JSON = "headers.json"
@@ -42,17 +35,15 @@ class HeadersExtractor(Extractor):
             return unavailable(error)
         finally:
             remove(body)
-        status, fields = final_response(read_header_text(out_dir / HEADERS_TXT))
-        fill_retry_after(result, fields)
         if result.outcome is not Outcome.SUCCEEDED:
             return output_from_fetch(result)
-        if not fields:
+        if not result.headers:
             return output_from_fetch(result, Outcome.FATAL, "curl saved no response headers")
         document = {
             "url": snapshot.url,
             "final_url": result.final_url or snapshot.url,
-            "status": status or result.http_status,
-            "headers": fields,
+            "status": result.http_status,
+            "headers": result.headers,
         }
         (out_dir / HEADERS_JSON).write_text(
             json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"

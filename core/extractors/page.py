@@ -2,17 +2,15 @@
 
 Each of them fetches for itself (core/extractors/fetch.py says why), reads the body as text and
 keeps nothing of the fetch but its log: the body and headers are temporary files in ``out_dir``,
-deleted before returning. Also here: reading curl's header dump (shared with the headers
-extractor) and turning a fetch into an ``ExtractorOutput``.
+deleted before returning. Also here: turning a fetch into an ``ExtractorOutput``, and the base
+class of the extractors that read one page.
 """
 
 from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from email.message import Message
-from email.utils import parsedate_to_datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from bs4.dammit import EncodingDetector
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.errors import Outcome
-from core.extractors.fetch import FetchResult, fetch
+from core.extractors.fetch import FetchResult, fetch, header
 
 
 @dataclass
@@ -67,27 +65,25 @@ class Page:
 def fetch_page(url: str, *, out_dir: Path, timeout: float) -> tuple[FetchResult, Page | None]:
     """GET ``url`` with curl; return the fetch and, if it succeeded with HTML, the page.
 
-    The body and headers go to temporary files in ``out_dir`` that are deleted before returning;
-    curl's log stays in ``out_dir/curl.log``. Raises LookupError if curl is not installed.
+    The body goes to a temporary file in ``out_dir`` that is deleted before returning; curl's
+    log stays in ``out_dir/curl.log``. Raises LookupError if curl is not installed.
     """
-    body_path, headers_path = out_dir / ".page-body", out_dir / ".page-headers"
+    body_path = out_dir / ".page-body"
     try:
         result = fetch(
             url,
             body_path=body_path,
-            headers_path=headers_path,
+            headers_path=None,
             log_path=out_dir / "curl.log",
             timeout=timeout,
         )
-        _, fields = final_response(read_header_text(headers_path))
-        fill_retry_after(result, fields)
         if result.outcome is not Outcome.SUCCEEDED or not result.is_html:
             return result, None
-        html = decode_html(_read(body_path), _charset(header(fields, "Content-Type")))
+        charset = _charset(header(result.headers, "Content-Type"))
+        html = decode_html(_read(body_path), charset)
         return result, Page(url=result.final_url or url, html=html)
     finally:
         remove(body_path)
-        remove(headers_path)
 
 
 def decode_html(data: bytes, http_charset: str | None) -> str:
@@ -114,83 +110,6 @@ def _charset(content_type: str) -> str | None:
     message = Message()
     message["Content-Type"] = content_type
     return message.get_content_charset()
-
-
-def read_header_text(path: Path) -> str:
-    """Return the text of a curl ``--dump-header`` file ("" if absent).
-
-    Header values are octets (RFC 9110 §5.5): UTF-8 in practice, Latin-1 in older servers.
-    """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
-
-
-def final_response(text: str) -> tuple[int | None, dict[str, str]]:
-    """Parse the last response of a ``--dump-header`` text: (status, {name: value}).
-
-    curl writes one block per response (redirects, 1xx) starting with its status line. Names keep
-    the case first seen; repeated fields are joined with ", " (RFC 9110 §5.3), compared
-    case-insensitively. Obsolete line folding (RFC 9112 §5.2) is unfolded into one space.
-    """
-    status: int | None = None
-    fields: dict[str, str] = {}
-    names: dict[str, str] = {}  # lowercased name -> the name as first seen
-    last_name = ""
-    for line in text.splitlines():
-        if line.startswith("HTTP/"):
-            status, fields, names, last_name = _status_code(line), {}, {}, ""
-        elif line[:1] in (" ", "\t") and last_name:
-            fields[last_name] += " " + line.strip()
-        elif ":" in line:
-            name, value = (part.strip() for part in line.split(":", 1))
-            last_name = names.setdefault(name.lower(), name)
-            fields[last_name] = f"{fields[last_name]}, {value}" if last_name in fields else value
-    return status, fields
-
-
-def _status_code(status_line: str) -> int | None:
-    """Return the code of a status line such as "HTTP/1.1 200 OK" or "HTTP/2 404"."""
-    parts = status_line.split()
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
-
-
-def header(fields: dict[str, str], name: str) -> str:
-    """Return the value of header ``name`` (compared case-insensitively), or ""."""
-    return next((value for key, value in fields.items() if key.lower() == name.lower()), "")
-
-
-def fill_retry_after(result: FetchResult, fields: dict[str, str]) -> None:
-    """Set ``result.retry_after`` from the final response's Retry-After, if curl did not.
-
-    curl's ``--write-out`` has no Retry-After variable before 8.x, so the header dump is read.
-    """
-    if result.retry_after is None:
-        result.retry_after = parse_retry_after(header(fields, "Retry-After"))
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Return a Retry-After value in seconds from now: delay-seconds or an HTTP-date.
-
-    RFC 9110 §10.2.3; a date in the past gives 0, anything unreadable None.
-    """
-    value = (value or "").strip()
-    if value.isdigit():
-        return float(value)
-    if not value:
-        return None
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # RFC 9110 §5.6.7: HTTP-dates are in GMT
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _read(path: Path) -> bytes:

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -54,22 +55,22 @@ def run_command(
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with open(log_path, "ab") as log:
+    # Captured stdout goes to a temporary file, not a pipe: a pipe nobody reads while the command
+    # runs would fill up (64 KiB) and stall it until the timeout.
+    with open(log_path, "ab") as log, tempfile.TemporaryFile() as captured:
         log.write(f"$ {' '.join(cmd)}\n".encode())
         log.flush()
         process = subprocess.Popen(
             cmd,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if capture_stdout else log,
+            stdout=captured if capture_stdout else log,
             stderr=log,
             start_new_session=True,
         )
         timed_out = _wait(process, timeout)
-    stdout = b""
-    if capture_stdout:
-        stdout = process.stdout.read(MAX_CAPTURE_BYTES)
-        process.stdout.close()
+        captured.seek(0)
+        stdout = captured.read(MAX_CAPTURE_BYTES) if capture_stdout else b""
     return CommandResult(
         exit_code=None if timed_out else process.returncode,
         timed_out=timed_out,

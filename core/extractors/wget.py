@@ -12,7 +12,8 @@ from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.errors import Outcome, classify_wget_exit, timeout_reason
-from core.extractors.page import parse_retry_after, unavailable
+from core.extractors.fetch import parse_retry_after
+from core.extractors.page import unavailable
 from core.extractors.process import run_command
 
 WARC_PATH = "warc/archive.warc.gz"

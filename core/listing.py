@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.choices import ResultStatus
 from core.models import Snapshot, SnapshotQuerySet
 
+# Columns of ``list --csv``, in order.
 COLUMNS = ["id", "crawl", "status", "url", "title", "depth", "tags", "created_at", "results"]
 
 

@@ -7,7 +7,6 @@ import re
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
 from django.utils import timezone
 
 from core.choices import ResultStatus, SnapshotStatus
@@ -123,13 +122,9 @@ def crawl_start(*, crawl: Crawl) -> None:
 def crawl_report(*, crawl: Crawl) -> dict:
     """Return the crawl's report: snapshots and results per state, and every failure's reason
     (a snapshot that failed finalizing has ``"extractor": None``), at most 200 failures."""
-    snapshots = dict(
-        crawl.snapshots.values_list("status").annotate(n=Count("pk")).values_list("status", "n")
-    )
+    snapshots = crawl.snapshots.count_by_status()
     results = ArchiveResult.objects.filter(snapshot__crawl=crawl)
-    by_state = dict(
-        results.values_list("status").annotate(n=Count("pk")).values_list("status", "n")
-    )
+    by_state = results.count_by_status()
     failed_snapshots = [
         {"url": url, "extractor": None, "error": error}
         for url, error in crawl.snapshots.filter(status=SnapshotStatus.FAILED)

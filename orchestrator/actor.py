@@ -101,7 +101,7 @@ class Actor:
         except DatabaseError:
             logger.exception("database error while claiming %s", self.kind.name)
             close_old_connections()
-            time.sleep(IDLE_SLEEP_MAX)
+            self._wakeup.wait(IDLE_SLEEP_MAX)
             return False
 
     def _quota_reached(self) -> bool:

@@ -7,7 +7,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from core.choices import ResultStatus
+from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult
 from crawls.models import Crawl
 
@@ -48,12 +48,12 @@ class CrawlProgress:
 
     def update(self, *_args) -> None:
         """Refresh the counts from the database (called once per orchestrator tick)."""
-        snapshots = self.crawl.snapshots.all()
-        total, final = snapshots.count(), snapshots.final().count()
-        results = ArchiveResult.objects.filter(snapshot__crawl=self.crawl)
-        r_total, r_final = results.count(), results.final().count()
-        failed = results.filter(status=ResultStatus.FAILED).count()
-        backoff = results.filter(status=ResultStatus.BACKOFF).count()
+        snapshots = self.crawl.snapshots.count_by_status()
+        total, final = sum(snapshots.values()), _sum(snapshots, SnapshotStatus.final())
+        results = ArchiveResult.objects.filter(snapshot__crawl=self.crawl).count_by_status()
+        r_total, r_final = sum(results.values()), _sum(results, ResultStatus.final())
+        failed = results.get(ResultStatus.FAILED, 0)
+        backoff = results.get(ResultStatus.BACKOFF, 0)
         detail = f"{failed} failed, {backoff} in backoff"
         if self.progress:
             self.progress.update(self.snapshots_task, total=total, completed=final, detail="")
@@ -64,3 +64,7 @@ class CrawlProgress:
         if line != self.last_line and now - self.last_print >= PLAIN_INTERVAL_SECONDS:
             self.console.print(line, highlight=False)
             self.last_line, self.last_print = line, now
+
+
+def _sum(counts: dict[str, int], states: tuple[str, ...]) -> int:
+    return sum(counts.get(state, 0) for state in states)

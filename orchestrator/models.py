@@ -32,6 +32,11 @@ class WorkQuerySet(models.QuerySet):
         """Due records an actor may take now (a model may hold some back, see Snapshot)."""
         return self.due(now)
 
+    def count_by_status(self) -> dict[str, int]:
+        """Return ``{state: count}`` for the states that occur (one grouped query)."""
+        grouped = self.order_by().values_list("status").annotate(n=models.Count("pk"))
+        return dict(grouped.values_list("status", "n"))
+
     def claim_order(self) -> WorkQuerySet:
         """Highest priority first, then the record that has waited longest (DESIGN.md §3)."""
         return self.order_by("-priority", "retry_at", "pk")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.db.models import Count
-
 from orchestrator.work import work_types
 
 
@@ -13,8 +11,7 @@ def status_counts() -> dict[str, dict[str, int]]:
     counts = {}
     for name, kind in work_types().items():
         states = {value: 0 for value, _label in kind.model._meta.get_field("status").choices}
-        for state, n in kind.model.objects.values_list("status").annotate(n=Count("pk")):
-            states[state] = n
+        states.update(kind.model.objects.count_by_status())
         states["due"] = kind.model.objects.due().count()
         counts[name] = states
     return counts

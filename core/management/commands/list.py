@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from core.choices import SnapshotStatus
-from core.listing import results_summary, snapshot_row, snapshots_for_listing
+from core.listing import COLUMNS, results_summary, snapshot_row, snapshots_for_listing
 
 
 class Command(BaseCommand):
@@ -36,8 +36,7 @@ class Command(BaseCommand):
 
     def _write_csv(self, rows: list[dict]) -> None:
         writer = csv.writer(self.stdout, lineterminator="\n")
-        writer.writerow(["id", "crawl", "status", "url", "title", "depth", "tags", "created_at",
-                         "results"])  # fmt: skip
+        writer.writerow(COLUMNS)
         for row in rows:
             writer.writerow([row["id"], row["crawl"], row["status"], row["url"], row["title"],
                              row["depth"], ",".join(row["tags"]), row["created_at"],

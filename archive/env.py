@@ -7,6 +7,7 @@ in the middle of a crawl.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -65,6 +66,23 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def env_json_object(name: str, default: dict) -> dict:
+    """Return the variable parsed as a JSON object (RFC 8259), or ``default`` when unset.
+
+    Raises ImproperlyConfigured when it is not valid JSON or not an object.
+    """
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return dict(default)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f'{name} must be a JSON object, like {{"wget": {{...}}}}')
+    return value
 
 
 def write_private(path: Path, text: str) -> None:

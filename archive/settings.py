@@ -12,7 +12,16 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from archive.env import env_bool, env_int, env_list, env_number, env_path, env_str, write_private
+from archive.env import (
+    env_bool,
+    env_int,
+    env_json_object,
+    env_list,
+    env_number,
+    env_path,
+    env_str,
+    write_private,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -173,6 +182,13 @@ USER_AGENT = env_str(
 )
 # Extractor names to run, in registry order; empty means every available one.
 EXTRACTORS = env_list("EXTRACTORS", [])
+# Per-extractor overrides, as JSON: {"wget": {"timeout": 120, "max_attempts": 5}}. Names and
+# keys are checked at start-up (core/checks.py).
+EXTRACTOR_OPTIONS = env_json_object("EXTRACTOR_OPTIONS", {})
+# Percent of the data disk in use above which no new snapshot starts (the disk guard, DESIGN §3).
+DISK_HOLD_PERCENT = env_number("DISK_HOLD_PERCENT", 90, minimum=0)
+if DISK_HOLD_PERCENT > 100:
+    raise ImproperlyConfigured("DISK_HOLD_PERCENT must be at most 100")
 
 # --- orchestrator ------------------------------------------------------------------------------
 # Most actor processes of each kind at once.

@@ -3,13 +3,14 @@ through the state machines' transitions."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Prefetch
 from django.utils.html import format_html
 
 from core.admin_display import file_links, main_output_link, result_badges, state_badge
 from core.finalize import payload_files
 from core.models import ArchiveResult, Snapshot, Tag
+from core.services import snapshot_rearchive
 
 
 class ReadOnlyAdminMixin:
@@ -57,10 +58,26 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                        "manifest_sha256", "files"]  # fmt: skip
     fields = readonly_fields
     inlines = [ArchiveResultInline]
+    actions = ["rearchive"]
 
     def get_queryset(self, request):
         results = Prefetch("results", queryset=ArchiveResult.objects.order_by("pk"))
         return super().get_queryset(request).prefetch_related(results, "tags")
+
+    @admin.action(description="Re-archive selected snapshots (earlier runs are kept)")
+    def rearchive(self, request, queryset):
+        final = list(queryset.final().select_related("crawl"))
+        for snapshot in final:
+            snapshot_rearchive(snapshot=snapshot)
+        if final:
+            self.message_user(request, f"{len(final)} snapshot(s) queued to be archived again.")
+        busy = queryset.count() - len(final)
+        if busy:
+            self.message_user(
+                request,
+                f"{busy} snapshot(s) still in progress were left alone.",
+                level=messages.WARNING,
+            )
 
     @admin.display(description="URL", ordering="url")
     def url_link(self, snapshot):

@@ -12,6 +12,7 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
 from crawls.choices import CrawlStatus
+from orchestrator.diskguard import disk_held
 from orchestrator.models import WorkItem, WorkQuerySet
 
 
@@ -35,13 +36,16 @@ class SnapshotQuerySet(WorkQuerySet):
         return self.active().exclude(crawl__status=CrawlStatus.HELD)
 
     def claimable(self, now=None) -> SnapshotQuerySet:
-        """Due snapshots, but queued ones only while fewer than MAX_STARTED_SNAPSHOTS are started.
+        """Due snapshots, but queued ones only while fewer than MAX_STARTED_SNAPSHOTS are started
+        and the disk guard is open (orchestrator/diskguard.py).
 
         The window keeps a crawl's frontier small: result actors always have work, started
         snapshots finish in order, and few of them poll for their results at a time. It is a
         soft limit (two actors may both start one at the edge).
         """
         due = self.due(now)
+        if disk_held():
+            return due.exclude(status=SnapshotStatus.QUEUED)
         # Started snapshots of held crawls do not count: they would block every other crawl.
         started = Snapshot.objects.runnable().filter(status=SnapshotStatus.STARTED).count()
         if started >= settings.MAX_STARTED_SNAPSHOTS:
@@ -119,9 +123,13 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         self.attempts = 0
 
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FINALIZING)
+    def begin_finalizing(self) -> None:
+        """Count one finalizing attempt before it runs, so a worker that dies mid-way uses it up."""
+        self.attempts += 1
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FINALIZING)
     def retry_finalizing(self, *, error: str, delay: float) -> None:
         """Record a recoverable finalizing error and try again after ``delay`` seconds."""
-        self.attempts += 1
         self.error = error
         self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
 
@@ -136,7 +144,6 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FAILED)
     def fail(self, *, error: str) -> None:
         """Finalizing failed past the attempt limit: the snapshot is final, with its reason."""
-        self.attempts += 1
         self.error = error
         self.end_ts = timezone.now()
         self.retry_at = None
@@ -147,10 +154,15 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         target=SnapshotStatus.QUEUED,
     )
     def rearchive(self) -> None:
-        """Archive the URL again (explicit request only); it is due at once."""
+        """Archive the URL again (explicit request only); it is due at once.
+
+        The caller moves the earlier outputs aside and re-queues the results in the same
+        transaction (core.services.snapshot_rearchive).
+        """
         self.attempts = 0
         self.error = ""
         self.retry_at = timezone.now()
+        self.end_ts = None
 
 
 class ArchiveResultQuerySet(WorkQuerySet):
@@ -190,6 +202,11 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
     )
     output_size = models.BigIntegerField(default=0, help_text="Bytes written.")
     error = models.TextField(blank=True, help_text="Why it failed or backed off; for skipped, why.")
+    history = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Earlier runs' records, oldest first; a re-archive moves the current one here.",
+    )
 
     objects = ArchiveResultQuerySet.as_manager()
 
@@ -272,6 +289,38 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.attempts = 0
         self.error = ""
         self.retry_at = timezone.now()
+
+    @transition(field=status, source=ResultStatus.final(), target=ResultStatus.QUEUED)
+    def rearchive(self, *, moved_to: str) -> None:
+        """Start a new run (explicit re-archive): keep this run's record in ``history``.
+
+        ``moved_to`` is the folder, relative to the snapshot folder, that now holds this run's
+        output files (``history/<run>/``); the recorded file paths point there.
+        """
+        self.history = [*self.history, self._run_record(moved_to)]
+        self.attempts = 0
+        self.cmd, self.cmd_version, self.exit_code = [], "", None
+        self.output, self.output_files, self.output_size = "", [], 0
+        self.error = ""
+        self.start_ts = self.end_ts = None
+        self.retry_at = timezone.now()
+
+    def _run_record(self, moved_to: str) -> dict:
+        """This run as one ``history`` entry (JSON): its files now lie under ``moved_to``."""
+        return {
+            "output_dir": f"{moved_to}/{self.extractor}",
+            "status": self.status,
+            "attempts": self.attempts,
+            "cmd": self.cmd,
+            "cmd_version": self.cmd_version,
+            "exit_code": self.exit_code,
+            "output": self.output,
+            "output_files": [f"{moved_to}/{path}" for path in self.output_files],
+            "output_size": self.output_size,
+            "error": self.error,
+            "start_ts": self.start_ts.isoformat() if self.start_ts else None,
+            "end_ts": self.end_ts.isoformat() if self.end_ts else None,
+        }
 
     def _record_run(self, output) -> None:
         self.cmd = output.cmd

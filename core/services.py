@@ -14,13 +14,14 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django_fsm import TransitionNotAllowed
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.process import CommandCancelled
 from core.extractors.registry import default_profile, get_extractor
-from core.finalize import TEMP_PREFIX, write_index, write_manifest
+from core.finalize import INDEX_NAME, TEMP_PREFIX, write_index, write_manifest
 from core.models import ArchiveResult, Snapshot
 from core.retries import backoff_delay
 from crawls.choices import CrawlStatus
@@ -29,7 +30,9 @@ from crawls.seeds import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: results carry their earlier runs ("history") and the crawl is described
+HISTORY_DIR = "history"  # earlier runs' files, in the snapshot folder (snapshot_rearchive)
+LEASE_EXPIRED = "worker stopped before finishing (lease expired)"
 
 
 # --- snapshots -----------------------------------------------------------------------------------
@@ -78,10 +81,18 @@ def snapshot_check_results(*, snapshot: Snapshot) -> None:
 def snapshot_finalize(*, snapshot: Snapshot) -> None:
     """Write the snapshot folder's ``index.json`` and manifest, then seal it.
 
-    Each step is idempotent, so a crash part-way repeats it safely. An OSError (disk full,
-    permissions) or a file name that cannot be encoded is retried with backoff; past
+    Each step is idempotent, so a crash part-way repeats it safely. Each attempt is counted
+    before it runs, so a worker that dies while finalizing uses one up too. An OSError (disk
+    full, permissions) or a file name that cannot be encoded is retried with backoff; past
     MAX_ATTEMPTS the snapshot fails with the reason.
     """
+    if snapshot.attempts >= settings.MAX_ATTEMPTS:
+        reason = snapshot.error or LEASE_EXPIRED
+        _finalizing_failed(snapshot, f"attempts exhausted ({snapshot.attempts}): {reason}")
+        return
+    with transaction.atomic():
+        snapshot.begin_finalizing()
+        snapshot.save()
     results = list(snapshot.results.order_by("pk"))
     snapshot.title = _title_from(results) or snapshot.title
     folder = snapshot.output_dir
@@ -93,18 +104,63 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
     except (OSError, ValueError) as error:  # ValueError: a file name that is not text
         reason = f"finalizing failed: {error}"
         logger.warning("snapshot %s: %s", snapshot.pk, reason)
+        if snapshot.attempts >= settings.MAX_ATTEMPTS:
+            _finalizing_failed(snapshot, reason)
+            return
         with transaction.atomic():
-            if snapshot.attempts + 1 >= settings.MAX_ATTEMPTS:
-                snapshot.fail(error=reason)
-            else:
-                snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts + 1))
+            snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts))
             snapshot.save()
-    else:
-        with transaction.atomic():
-            snapshot.seal(manifest_sha256=manifest_sha256)
-            snapshot.save()
-    if snapshot.status in SnapshotStatus.final():
-        _wake_crawl_if_done(snapshot)
+        return
+    with transaction.atomic():
+        snapshot.seal(manifest_sha256=manifest_sha256)
+        snapshot.save()
+    _wake_crawl_if_done(snapshot)
+
+
+def _finalizing_failed(snapshot: Snapshot, reason: str) -> None:
+    with transaction.atomic():
+        snapshot.fail(error=reason)
+        snapshot.save()
+    _wake_crawl_if_done(snapshot)
+
+
+def snapshot_rearchive(*, snapshot: Snapshot) -> str:
+    """Archive a sealed or failed snapshot again; return where its earlier run now lies.
+
+    Every result starts a new run, keeping the earlier one's record in its ``history``; the
+    earlier files (outputs, logs, ``index.json``) move to ``history/<run>/`` in the snapshot
+    folder, where the next manifest covers them too. Moving is repeatable, so a crash before
+    the database commit loses nothing: asking again finishes the job. A sealed crawl reopens.
+    Raises TransitionNotAllowed when the snapshot is not sealed or failed.
+    """
+    if snapshot.status not in SnapshotStatus.final():
+        raise TransitionNotAllowed(f"snapshot {snapshot.pk} is {snapshot.status}, not final")
+    started = snapshot.start_ts or snapshot.created_at
+    moved_to = f"{HISTORY_DIR}/{started.strftime('%Y%m%dT%H%M%S.%fZ')}"
+    folder = snapshot.output_dir
+    results = list(snapshot.results.all())
+    for name in [result.extractor for result in results] + ["logs", INDEX_NAME]:
+        _move_aside(folder / name, folder / moved_to / name)
+    with transaction.atomic():
+        snapshot.rearchive()
+        snapshot.save()
+        for result in results:
+            result.rearchive(moved_to=moved_to)
+            result.save()
+        crawl = Crawl.objects.select_for_update().get(pk=snapshot.crawl_id)
+        if crawl.status == CrawlStatus.SEALED:
+            crawl.reopen()
+            crawl.save()
+    logger.info("snapshot %s queued again; its earlier run is in %s", snapshot.pk, moved_to)
+    return moved_to
+
+
+def _move_aside(source: Path, target: Path) -> None:
+    """Move ``source`` to ``target`` unless it is gone already (a repeated call is a no-op)."""
+    if not source.exists() or target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.rename(target)
 
 
 def snapshot_wake(*, snapshot_id) -> bool:
@@ -136,8 +192,19 @@ def _wake_crawl_if_done(snapshot: Snapshot) -> None:
 
 def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
     """Return the ``index.json`` document: enough to rebuild the snapshot's rows (DESIGN.md §1)."""
+    crawl = snapshot.crawl
     return {
         "vellum_index_version": INDEX_VERSION,
+        "crawl": {
+            "id": crawl.pk,
+            "seeds": crawl.seed_list(),
+            "depth": crawl.depth,
+            "any_host": crawl.any_host,
+            "priority": crawl.priority,
+            "tags": sorted(tag.name for tag in crawl.tags.all()),
+            "source_file": crawl.source_file,
+            "created_at": crawl.created_at.isoformat(),
+        },
         "snapshot": {
             "id": str(snapshot.pk),
             "url": snapshot.url,
@@ -146,6 +213,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "depth": snapshot.depth,
             "parent_id": str(snapshot.parent_id) if snapshot.parent_id else None,
             "tags": sorted(tag.name for tag in snapshot.tags.all()),
+            "priority": snapshot.priority,
             "created_at": snapshot.created_at.isoformat(),
             "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
         },
@@ -163,6 +231,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
                 "error": result.error,
                 "start_ts": result.start_ts.isoformat() if result.start_ts else None,
                 "end_ts": result.end_ts.isoformat() if result.end_ts else None,
+                "history": result.history,
             }
             for result in results
         ],
@@ -331,11 +400,10 @@ def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: P
 
 def result_recover(*, result: ArchiveResult) -> None:
     """Count the attempt of a result whose worker died, then back off or fail it."""
-    error = "worker stopped before finishing (lease expired)"
     with transaction.atomic():
-        _retry_or_fail(result, error)
+        _retry_or_fail(result, LEASE_EXPIRED)
         result.save()
-    logger.warning("recovered %s of %s: %s", result.extractor, result.snapshot_id, error)
+    logger.warning("recovered %s of %s: %s", result.extractor, result.snapshot_id, LEASE_EXPIRED)
 
 
 def _retry_or_fail(
@@ -345,8 +413,9 @@ def _retry_or_fail(
     output: ExtractorOutput | None = None,
     retry_after: float | None = None,
 ) -> None:
-    """A temporary error: back off for another attempt, or fail once MAX_ATTEMPTS are used."""
-    if result.attempts >= settings.MAX_ATTEMPTS:
+    """A temporary error: back off for another attempt, or fail once the extractor's
+    ``max_attempts`` (settings.MAX_ATTEMPTS unless EXTRACTOR_OPTIONS says) are used."""
+    if result.attempts >= get_extractor(result.extractor).max_attempts:
         result.fail(error=f"attempts exhausted ({result.attempts}): {error}", output=output)
     else:
         delay = backoff_delay(result.attempts, retry_after)

@@ -85,6 +85,12 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         self.end_ts = timezone.now()
         self.retry_at = None
 
+    @transition(field=status, source=CrawlStatus.SEALED, target=CrawlStatus.STARTED)
+    def reopen(self) -> None:
+        """A snapshot of this sealed crawl is archived again: seal it anew once that is done."""
+        self.end_ts = None
+        self.retry_at = timezone.now()
+
     @transition(field=status, source=CrawlStatus.active(), target=CrawlStatus.HELD)
     def hold(self) -> None:
         """Pause the crawl: none of its records are claimed until it is released."""

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
 
+from orchestrator.diskguard import disk_usage
 from orchestrator.work import WorkType, work_types
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class Orchestrator:
         self._wakeup = threading.Event()  # set by signal handlers to cut a pause short
         self.spawned = 0
         self.crashed = 0
+        self.disk_held = False
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -96,6 +98,7 @@ class Orchestrator:
     def tick(self) -> int:
         """Reap finished actors, then spawn actors for due work; return how many were spawned."""
         self.reap()
+        self.watch_disk()
         try:
             due = {
                 name: kind.model.objects.claimable().count() for name, kind in self.kinds.items()
@@ -157,6 +160,18 @@ class Orchestrator:
                     self.crashed += 1
                     logger.warning("%s actor pid %d exited with %d", name, process.pid, code)
             self.actors[name] = alive
+
+    def watch_disk(self) -> None:
+        """Log when the disk guard starts holding new snapshots back, and when it lifts."""
+        try:
+            usage = disk_usage()
+        except OSError as error:
+            logger.error("cannot measure the disk holding %s: %s", settings.DATA_DIR, error)
+            return
+        if usage.held != self.disk_held:
+            log = logger.warning if usage.held else logger.info
+            log("%s", usage.describe())
+            self.disk_held = usage.held
 
     def running(self) -> list[subprocess.Popen]:
         """Return every actor process still running."""

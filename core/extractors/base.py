@@ -53,9 +53,19 @@ class Extractor:
     default_timeout: ClassVar[int | None] = None  # None: settings.EXTRACTOR_TIMEOUT
 
     @property
+    def options(self) -> dict:
+        """This extractor's entry in settings.EXTRACTOR_OPTIONS (``{}`` when it has none)."""
+        return settings.EXTRACTOR_OPTIONS.get(self.name, {})
+
+    @property
     def timeout(self) -> int:
         """Seconds one run may take before its process group is killed."""
-        return self.default_timeout or settings.EXTRACTOR_TIMEOUT
+        return self.options.get("timeout") or self.default_timeout or settings.EXTRACTOR_TIMEOUT
+
+    @property
+    def max_attempts(self) -> int:
+        """Runs before a temporary error becomes "attempts exhausted" (default MAX_ATTEMPTS)."""
+        return self.options.get("max_attempts") or settings.MAX_ATTEMPTS
 
     def binary_path(self, name: str) -> str:
         """Return the path of a required binary; raise LookupError if it is not installed."""

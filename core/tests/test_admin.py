@@ -344,3 +344,34 @@ def test_changelist_offers_no_add_or_delete(
 
     assert href(reverse(f"admin:{app}_{model}_add")) not in html
     assert "delete_selected" not in html
+
+
+# --- actions -------------------------------------------------------------------------------------
+
+
+def test_rearchive_action_queues_final_snapshots_and_keeps_their_files(
+    admin_client: Client, archive: Archive
+) -> None:
+    in_progress = baker.make(
+        Snapshot, crawl=archive.crawl, url="http://busy.example/", status=SnapshotStatus.STARTED
+    )
+    changelist = reverse("admin:core_snapshot_changelist")
+
+    response = admin_client.post(
+        changelist,
+        {"action": "rearchive", "_selected_action": [archive.good.pk, in_progress.pk]},
+        follow=True,
+    )
+
+    html = response.content.decode()
+    assert "1 snapshot(s) queued to be archived again." in html
+    assert "1 snapshot(s) still in progress were left alone." in html
+    good = Snapshot.objects.get(pk=archive.good.pk)
+    assert good.status == SnapshotStatus.QUEUED
+    assert Snapshot.objects.get(pk=in_progress.pk).status == SnapshotStatus.STARTED
+    wget = ArchiveResult.objects.get(pk=archive.wget.pk)
+    assert wget.status == ResultStatus.QUEUED
+    moved = wget.history[0]["output_files"]
+    assert [path.split("/", 2)[2] for path in moved] == archive.wget_files
+    assert all((good.output_dir / path).is_file() for path in moved)
+    assert Crawl.objects.get(pk=archive.crawl.pk).status == CrawlStatus.STARTED

@@ -104,7 +104,18 @@ def test_snapshot_finish_is_refused_while_a_result_is_active(active: str) -> Non
     assert snapshot.status == SnapshotStatus.STARTED
 
 
-def test_snapshot_retry_finalizing_counts_the_attempt_and_waits() -> None:
+def test_snapshot_begin_finalizing_counts_the_attempt_up_front() -> None:
+    snapshot = make_snapshot(SnapshotStatus.FINALIZING, attempts=1)
+
+    snapshot.begin_finalizing()
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.FINALIZING
+    assert snapshot.attempts == 2
+
+
+def test_snapshot_retry_finalizing_keeps_the_reason_and_waits() -> None:
     snapshot = make_snapshot(SnapshotStatus.FINALIZING, attempts=1)
 
     snapshot.retry_finalizing(error="finalizing failed: disk full", delay=30)
@@ -112,7 +123,7 @@ def test_snapshot_retry_finalizing_counts_the_attempt_and_waits() -> None:
 
     snapshot = reloaded(snapshot)
     assert snapshot.status == SnapshotStatus.FINALIZING
-    assert snapshot.attempts == 2
+    assert snapshot.attempts == 1  # counted by begin_finalizing, not twice
     assert snapshot.error == "finalizing failed: disk full"
     assert 29 <= seconds_from_now(snapshot.retry_at) <= 30
 
@@ -180,6 +191,9 @@ def test_snapshot_rearchive_queues_a_final_snapshot_again(final: str) -> None:
         (SnapshotStatus.SEALED, "seal", {"manifest_sha256": ""}),
         (SnapshotStatus.SEALED, "fail", {"error": "x"}),
         (SnapshotStatus.FAILED, "retry_finalizing", {"error": "x", "delay": 1}),
+        (SnapshotStatus.QUEUED, "begin_finalizing", {}),
+        (SnapshotStatus.STARTED, "begin_finalizing", {}),
+        (SnapshotStatus.SEALED, "begin_finalizing", {}),
         (SnapshotStatus.FAILED, "seal", {"manifest_sha256": ""}),
     ],
 )
@@ -320,9 +334,67 @@ def test_result_retry_queues_it_with_fresh_attempts(final: str) -> None:
     assert before <= result.retry_at <= timezone.now()
 
 
+@pytest.mark.parametrize("final", ResultStatus.final())
+def test_result_rearchive_keeps_the_earlier_run_in_history(final: str) -> None:
+    started = timezone.now() - timedelta(minutes=5)
+    result = make_result(
+        final,
+        extractor="headers",
+        attempts=2,
+        cmd=["curl", "http://a.example/"],
+        cmd_version="curl 7.88.1",
+        exit_code=0,
+        output="headers.json",
+        output_files=["headers/headers.json"],
+        output_size=120,
+        error="",
+        start_ts=started,
+        end_ts=started + timedelta(seconds=1),
+        retry_at=None,
+    )
+    before = timezone.now()
+
+    result.rearchive(moved_to="history/20261121T100000.000000Z")
+    result.save()
+
+    result = reloaded(result)
+    assert result.status == ResultStatus.QUEUED
+    assert before <= result.retry_at <= timezone.now()
+    assert (result.attempts, result.cmd, result.output, result.output_files) == (0, [], "", [])
+    assert (result.output_size, result.exit_code, result.start_ts) == (0, None, None)
+    assert result.history == [
+        {
+            "output_dir": "history/20261121T100000.000000Z/headers",
+            "status": final,
+            "attempts": 2,
+            "cmd": ["curl", "http://a.example/"],
+            "cmd_version": "curl 7.88.1",
+            "exit_code": 0,
+            "output": "headers.json",
+            "output_files": ["history/20261121T100000.000000Z/headers/headers.json"],
+            "output_size": 120,
+            "error": "",
+            "start_ts": started.isoformat(),
+            "end_ts": (started + timedelta(seconds=1)).isoformat(),
+        }
+    ]
+
+
+def test_result_rearchive_appends_to_earlier_history() -> None:
+    result = make_result(ResultStatus.SUCCEEDED, history=[{"status": "failed"}], retry_at=None)
+
+    result.rearchive(moved_to="history/run2")
+    result.save()
+
+    assert [run["status"] for run in reloaded(result).history] == ["failed", "succeeded"]
+
+
 @pytest.mark.parametrize(
     ("source", "transition", "kwargs"),
     [
+        (ResultStatus.QUEUED, "rearchive", {"moved_to": "history/x"}),
+        (ResultStatus.STARTED, "rearchive", {"moved_to": "history/x"}),
+        (ResultStatus.BACKOFF, "rearchive", {"moved_to": "history/x"}),
         (ResultStatus.QUEUED, "succeed", {"output": None, "files": [], "size": 0}),
         (ResultStatus.QUEUED, "back_off", {"error": "x", "delay": 1}),
         (ResultStatus.QUEUED, "fail", {"error": "x"}),

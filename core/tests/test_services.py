@@ -235,7 +235,10 @@ def test_index_json_describes_the_snapshot_and_every_result() -> None:
     snapshot_check_results(snapshot=snapshot)
 
     index = json.loads((snapshot.output_dir / "index.json").read_text(encoding="utf-8"))
-    assert index["vellum_index_version"] == 1
+    assert index["vellum_index_version"] == 2
+    assert index["crawl"]["id"] == snapshot.crawl_id
+    assert index["crawl"]["seeds"] == ["http://a.example/"]
+    assert index["crawl"]["depth"] == snapshot.crawl.depth
     assert index["snapshot"]["id"] == str(snapshot.pk)
     assert index["snapshot"]["url"] == "http://a.example/"
     assert index["snapshot"]["title"] == INDEX_TITLE
@@ -258,6 +261,7 @@ def test_index_json_describes_the_snapshot_and_every_result() -> None:
     assert results["favicon"]["error"] == "attempts exhausted (3): HTTP 503"
     assert results["outlinks"]["status"] == "skipped"
     assert results["outlinks"]["error"] == "curl not found"
+    assert results["wget"]["history"] == []
 
 
 def test_title_is_kept_when_the_title_result_did_not_succeed() -> None:
@@ -309,6 +313,32 @@ def test_finalize_fails_after_max_attempts() -> None:
     assert snapshot.error.startswith("finalizing failed: ")
     assert snapshot.retry_at is None
     assert snapshot.end_ts is not None
+
+
+def test_a_finalizing_worker_that_died_uses_up_its_attempt(settings) -> None:
+    """Each claim of a finalizing snapshot counts an attempt before it runs, so a snapshot whose
+    worker dies every time (lease expired, never sealed or failed) ends failed, not looping."""
+    snapshot = make_snapshot(status=SnapshotStatus.FINALIZING, attempts=settings.MAX_ATTEMPTS)
+    make_result(snapshot, "title", ResultStatus.SUCCEEDED, output="T")
+
+    snapshot_tick(snapshot=snapshot)
+
+    snapshot = Snapshot.objects.get(pk=snapshot.pk)
+    assert snapshot.status == SnapshotStatus.FAILED
+    assert snapshot.error == (
+        "attempts exhausted (3): worker stopped before finishing (lease expired)"
+    )
+
+
+def test_a_finalizing_snapshot_with_attempts_left_seals(settings) -> None:
+    snapshot = make_snapshot(status=SnapshotStatus.FINALIZING, attempts=settings.MAX_ATTEMPTS - 1)
+    make_result(snapshot, "title", ResultStatus.SUCCEEDED, output="T")
+
+    snapshot_tick(snapshot=snapshot)
+
+    snapshot = Snapshot.objects.get(pk=snapshot.pk)
+    assert snapshot.status == SnapshotStatus.SEALED
+    assert snapshot.attempts == settings.MAX_ATTEMPTS
 
 
 def test_finalize_succeeds_once_the_problem_is_gone() -> None:

@@ -141,6 +141,19 @@ def test_a_held_crawl_is_not_due() -> None:
     assert not Crawl.objects.active().filter(pk=crawl.pk).exists()
 
 
+def test_reopen_makes_a_sealed_crawl_started_and_due() -> None:
+    crawl = make_crawl(CrawlStatus.SEALED, retry_at=None, end_ts=timezone.now())
+    before = timezone.now()
+
+    crawl.reopen()
+    crawl.save()
+
+    crawl = reloaded(crawl)
+    assert crawl.status == CrawlStatus.STARTED
+    assert crawl.end_ts is None
+    assert before <= crawl.retry_at <= timezone.now()
+
+
 # --- transitions that are not allowed ------------------------------------------------------------
 
 
@@ -158,6 +171,9 @@ def test_a_held_crawl_is_not_due() -> None:
         (CrawlStatus.SEALED, "seal", {"report": {}}),
         (CrawlStatus.SEALED, "hold", {}),
         (CrawlStatus.SEALED, "release", {}),
+        (CrawlStatus.QUEUED, "reopen", {}),
+        (CrawlStatus.STARTED, "reopen", {}),
+        (CrawlStatus.HELD, "reopen", {}),
     ],
 )
 def test_disallowed_transition_raises(source: str, transition: str, kwargs: dict) -> None:

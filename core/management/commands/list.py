@@ -11,6 +11,7 @@ from rich.table import Table
 
 from core.choices import SnapshotStatus
 from core.listing import COLUMNS, results_summary, snapshot_row, snapshots_for_listing
+from core.management.database import require_migrated_database
 
 
 class Command(BaseCommand):
@@ -25,6 +26,7 @@ class Command(BaseCommand):
         formats.add_argument("--csv", action="store_true", help="Print CSV with a header row.")
 
     def handle(self, *args, crawl, state, tag, **options):
+        require_migrated_database()
         snapshots = snapshots_for_listing(crawl=crawl, state=state, tag=tag)
         rows = [snapshot_row(snapshot) for snapshot in snapshots.iterator(chunk_size=500)]
         if options["json"]:

@@ -9,6 +9,8 @@ from django.core.management.base import BaseCommand
 from rich.console import Console
 from rich.table import Table
 
+from core.management.database import require_migrated_database
+from orchestrator.diskguard import disk_usage
 from orchestrator.status import status_counts
 
 
@@ -21,12 +23,23 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, as_json: bool, **options):
+        require_migrated_database()
         counts = status_counts()
+        disk = disk_usage()
         if as_json:
-            self.stdout.write(json.dumps({"data_dir": str(settings.DATA_DIR), **counts}))
+            guard = {
+                "path": str(disk.path),
+                "used_percent": round(disk.used_percent, 1),
+                "hold_percent": disk.hold_percent,
+                "held": disk.held,
+            }
+            document = {"data_dir": str(settings.DATA_DIR), "disk_guard": guard, **counts}
+            self.stdout.write(json.dumps(document))
             return
         console = Console(file=self.stdout._out)
         console.print(f"Data folder: {settings.DATA_DIR}", highlight=False)
+        style = "bold red" if disk.held else ""
+        console.print(disk.describe().capitalize(), style=style, highlight=False, soft_wrap=True)
         for kind, states in counts.items():
             table = Table(title=kind, title_justify="left", show_header=False, box=None)
             for state, n in states.items():

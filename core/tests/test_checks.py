@@ -1,0 +1,109 @@
+"""Per-extractor options (EXTRACTOR_OPTIONS): parsing, start-up checks and their effect."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+
+from archive.env import env_json_object
+from core.checks import check_extractor_options
+from core.extractors.registry import get_extractor
+
+
+def test_env_json_object_parses_an_object(monkeypatch) -> None:
+    monkeypatch.setenv("VELLUM_TEST_OPTIONS", '{"wget": {"timeout": 120}}')
+
+    assert env_json_object("VELLUM_TEST_OPTIONS", {}) == {"wget": {"timeout": 120}}
+
+
+def test_env_json_object_default_when_unset_or_blank(monkeypatch) -> None:
+    monkeypatch.delenv("VELLUM_TEST_OPTIONS", raising=False)
+    assert env_json_object("VELLUM_TEST_OPTIONS", {"a": {}}) == {"a": {}}
+    monkeypatch.setenv("VELLUM_TEST_OPTIONS", "  ")
+    assert env_json_object("VELLUM_TEST_OPTIONS", {}) == {}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{wget: 1}", "VELLUM_TEST_OPTIONS is not valid JSON"),
+        ("[1, 2]", "VELLUM_TEST_OPTIONS must be a JSON object"),
+    ],
+)
+def test_env_json_object_rejects_what_is_not_an_object(monkeypatch, raw, message) -> None:
+    monkeypatch.setenv("VELLUM_TEST_OPTIONS", raw)
+
+    with pytest.raises(ImproperlyConfigured, match=message):
+        env_json_object("VELLUM_TEST_OPTIONS", {})
+
+
+def test_valid_options_pass_the_check(settings) -> None:
+    settings.EXTRACTOR_OPTIONS = {"wget": {"timeout": 120, "max_attempts": 5}, "title": {}}
+
+    assert check_extractor_options(None) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "error_id", "message"),
+    [
+        ({"wgte": {}}, "core.E001", "unknown extractor 'wgte'"),
+        ({"wget": 5}, "core.E002", "EXTRACTOR_OPTIONS['wget'] must be an object"),
+        ({"wget": {"timout": 5}}, "core.E003", "unknown key 'timout'"),
+        ({"wget": {"timeout": 0}}, "core.E004", "must be an integer of at least 1, not 0"),
+        ({"wget": {"max_attempts": "3"}}, "core.E004", "not '3'"),
+        ({"wget": {"max_attempts": True}}, "core.E004", "not True"),
+    ],
+)
+def test_bad_options_are_reported(settings, options, error_id, message) -> None:
+    settings.EXTRACTOR_OPTIONS = options
+
+    errors = check_extractor_options(None)
+
+    assert [error.id for error in errors] == [error_id]
+    assert message in errors[0].msg
+
+
+def test_options_set_an_extractors_timeout_and_attempts(settings) -> None:
+    settings.EXTRACTOR_TIMEOUT = 60
+    settings.MAX_ATTEMPTS = 3
+    settings.EXTRACTOR_OPTIONS = {"wget": {"timeout": 120, "max_attempts": 5}}
+
+    wget, title = get_extractor("wget"), get_extractor("title")
+
+    assert (wget.timeout, wget.max_attempts) == (120, 5)
+    assert (title.timeout, title.max_attempts) == (60, 3)
+
+
+def manage(*args: str, **environment: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(django_settings.BASE_DIR / "manage.py"), *args],
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_command_refuses_to_start_with_bad_options() -> None:
+    completed = manage("status", EXTRACTOR_OPTIONS='{"wget": {"timeout": -1}}')
+
+    assert completed.returncode == 1
+    assert "core.E004" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "list"])
+def test_commands_on_a_data_dir_never_initialized_say_to_run_init(
+    tmp_path: Path, command: str
+) -> None:
+    completed = manage(command, DATA_DIR=str(tmp_path / "fresh"))
+
+    assert completed.returncode == 1
+    assert "run `python manage.py init` first" in completed.stderr
+    assert "Traceback" not in completed.stderr

@@ -1,0 +1,189 @@
+"""Re-archiving a snapshot (core.services.snapshot_rearchive) and per-extractor attempt limits.
+
+A re-archive keeps one result per extractor (the database constraint) and starts a new run on
+each; the earlier run's record stays in the result's ``history`` and its files move to
+``history/<run>/`` in the snapshot folder, still covered by the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.utils import timezone
+from django_fsm import TransitionNotAllowed
+from model_bakery import baker
+
+from core.choices import ResultStatus, SnapshotStatus
+from core.finalize import verify_manifest
+from core.models import ArchiveResult, Snapshot
+from core.services import result_tick, snapshot_rearchive, snapshot_tick
+from core.tests.site import LiveSite
+from crawls.choices import CrawlStatus
+from crawls.models import Crawl
+from crawls.services import crawl_tick
+
+pytestmark = pytest.mark.django_db
+
+EXTRACTORS = ["headers", "title"]
+
+
+@pytest.fixture(autouse=True)
+def own_data_dir(settings, tmp_path) -> None:
+    settings.DATA_DIR = tmp_path
+    settings.ARCHIVE_DIR = tmp_path / "archive"
+    settings.EXTRACTORS = EXTRACTORS
+
+
+def archive_fully(snapshot: Snapshot) -> Snapshot:
+    """Tick ``snapshot`` and its results in this process until it is final."""
+    for _ in range(20):
+        snapshot = Snapshot.objects.get(pk=snapshot.pk)
+        if snapshot.status in SnapshotStatus.final():
+            return snapshot
+        snapshot_tick(snapshot=snapshot)
+        for result in ArchiveResult.objects.filter(snapshot=snapshot).active():
+            result_tick(result=result)
+    raise AssertionError(f"snapshot {snapshot.pk} did not finish: {snapshot.status}")
+
+
+def sealed_snapshot(live_site: LiveSite) -> Snapshot:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, seeds=live_site.url("/"))
+    snapshot = baker.make(Snapshot, crawl=crawl, url=live_site.url("/"), retry_at=timezone.now())
+    snapshot = archive_fully(snapshot)
+    assert snapshot.status == SnapshotStatus.SEALED
+    return snapshot
+
+
+def test_rearchive_runs_every_extractor_again_and_keeps_the_earlier_run(
+    live_site: LiveSite,
+) -> None:
+    snapshot = sealed_snapshot(live_site)
+    folder = snapshot.output_dir
+    first = {r.extractor: r for r in snapshot.results.all()}
+    first_headers = (folder / "headers" / "headers.json").read_bytes()
+
+    moved_to = snapshot_rearchive(snapshot=snapshot)
+
+    assert moved_to.startswith("history/")
+    assert (folder / moved_to / "headers" / "headers.json").read_bytes() == first_headers
+    assert (folder / moved_to / "index.json").is_file()
+    assert not (folder / "headers").exists()
+    queued = Snapshot.objects.get(pk=snapshot.pk)
+    assert queued.status == SnapshotStatus.QUEUED
+    assert {r.status for r in queued.results.all()} == {ResultStatus.QUEUED}
+
+    again = archive_fully(queued)
+
+    assert again.status == SnapshotStatus.SEALED
+    results = {r.extractor: r for r in again.results.all()}
+    assert sorted(results) == sorted(EXTRACTORS)  # still one result per extractor
+    assert ArchiveResult.objects.filter(snapshot=snapshot).count() == len(EXTRACTORS)
+    headers = results["headers"]
+    assert headers.status == ResultStatus.SUCCEEDED
+    assert headers.start_ts > first["headers"].end_ts
+    assert len(headers.history) == 1
+    earlier = headers.history[0]
+    assert earlier["status"] == ResultStatus.SUCCEEDED
+    assert earlier["start_ts"] == first["headers"].start_ts.isoformat()
+    assert earlier["output_files"] == [
+        f"{moved_to}/{path}" for path in first["headers"].output_files
+    ]
+    assert f"{moved_to}/headers/headers.json" in earlier["output_files"]
+    assert (folder / "headers" / "headers.json").is_file()
+    assert verify_manifest(folder) == []
+    manifest = (folder / "manifest-sha256.txt").read_text()
+    assert f"{moved_to}/headers/headers.json" in manifest
+    index = json.loads((folder / "index.json").read_text())
+    by_name = {r["extractor"]: r for r in index["results"]}
+    assert by_name["headers"]["history"] == headers.history
+
+
+def test_a_second_rearchive_keeps_both_earlier_runs(live_site: LiveSite) -> None:
+    snapshot = sealed_snapshot(live_site)
+    first_run = snapshot_rearchive(snapshot=snapshot)
+    snapshot = archive_fully(snapshot)
+
+    second_run = snapshot_rearchive(snapshot=snapshot)
+    snapshot = archive_fully(snapshot)
+
+    assert first_run != second_run
+    title = snapshot.results.get(extractor="title")
+    assert [run["output_dir"] for run in title.history] == [
+        f"{first_run}/title",
+        f"{second_run}/title",
+    ]
+    for run in (first_run, second_run):
+        assert (snapshot.output_dir / run / "title").is_dir()
+    assert verify_manifest(snapshot.output_dir) == []
+
+
+def test_rearchive_after_a_crash_between_moving_and_saving_loses_nothing(
+    live_site: LiveSite,
+) -> None:
+    """The files moved but the database never heard of it: asking again finishes the job."""
+    snapshot = sealed_snapshot(live_site)
+    folder = snapshot.output_dir
+    run = f"history/{snapshot.start_ts.strftime('%Y%m%dT%H%M%S.%fZ')}"
+    (folder / run).mkdir(parents=True)
+    (folder / "headers").rename(folder / run / "headers")  # what the crash left
+
+    moved_to = snapshot_rearchive(snapshot=Snapshot.objects.get(pk=snapshot.pk))
+
+    assert moved_to == run
+    assert (folder / run / "headers" / "headers.json").is_file()
+    assert (folder / run / "title").is_dir()
+    headers = ArchiveResult.objects.get(snapshot=snapshot, extractor="headers")
+    assert f"{run}/headers/headers.json" in headers.history[0]["output_files"]
+
+
+@pytest.mark.parametrize("active", SnapshotStatus.active())
+def test_rearchive_of_a_snapshot_in_progress_is_refused_and_moves_nothing(active: str) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, seeds="http://a.example/")
+    snapshot = baker.make(Snapshot, crawl=crawl, status=active, url="http://a.example/")
+    baker.make(ArchiveResult, snapshot=snapshot, extractor="title", status=ResultStatus.SUCCEEDED)
+    (snapshot.output_dir / "title").mkdir(parents=True)
+
+    with pytest.raises(TransitionNotAllowed):
+        snapshot_rearchive(snapshot=snapshot)
+
+    assert (snapshot.output_dir / "title").is_dir()
+    assert not (snapshot.output_dir / "history").exists()
+    assert Snapshot.objects.get(pk=snapshot.pk).status == active
+
+
+def test_rearchive_reopens_a_sealed_crawl_which_seals_again(live_site: LiveSite) -> None:
+    snapshot = sealed_snapshot(live_site)
+    crawl = Crawl.objects.get(pk=snapshot.crawl_id)
+    crawl_tick(crawl=crawl)
+    crawl = Crawl.objects.get(pk=crawl.pk)
+    assert crawl.status == CrawlStatus.SEALED
+
+    snapshot_rearchive(snapshot=snapshot)
+
+    crawl = Crawl.objects.get(pk=crawl.pk)
+    assert crawl.status == CrawlStatus.STARTED
+    archive_fully(snapshot)
+    crawl_tick(crawl=Crawl.objects.get(pk=crawl.pk))
+    crawl = Crawl.objects.get(pk=crawl.pk)
+    assert crawl.status == CrawlStatus.SEALED
+    assert crawl.report["snapshots"] == {SnapshotStatus.SEALED: 1}
+
+
+def test_max_attempts_can_be_set_per_extractor(live_site: LiveSite, settings) -> None:
+    settings.MAX_ATTEMPTS = 3
+    settings.EXTRACTOR_OPTIONS = {"title": {"max_attempts": 1}}
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, seeds=live_site.url("/server-error"))
+    snapshot = baker.make(
+        Snapshot, crawl=crawl, url=live_site.url("/server-error"), status=SnapshotStatus.STARTED
+    )
+    title = baker.make(ArchiveResult, snapshot=snapshot, extractor="title")
+    headers = baker.make(ArchiveResult, snapshot=snapshot, extractor="headers")
+
+    result_tick(result=title)
+    result_tick(result=headers)
+
+    title = ArchiveResult.objects.get(pk=title.pk)
+    assert title.status == ResultStatus.FAILED
+    assert title.error.startswith("attempts exhausted (1): HTTP 503")
+    assert ArchiveResult.objects.get(pk=headers.pk).status == ResultStatus.BACKOFF

@@ -1,0 +1,53 @@
+"""The disk guard (DESIGN.md §3): no new snapshot starts while the data disk is too full.
+
+Snapshots already started still finish (their results are small next to a whole new page), and
+the hold lifts by itself as soon as space returns: it is read afresh on every check.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """How full the disk holding ``path`` is, in percent of the space a user may fill."""
+
+    path: Path
+    used_percent: float
+    hold_percent: float
+
+    @property
+    def held(self) -> bool:
+        """True while new snapshots must wait (used above DISK_HOLD_PERCENT)."""
+        return self.used_percent > self.hold_percent
+
+    def describe(self) -> str:
+        """One line for ``status`` and the logs."""
+        state = "holding new snapshots" if self.held else "open"
+        return (
+            f"disk guard {state}: {self.path} is {self.used_percent:.1f}% full "
+            f"(limit {self.hold_percent:g}%)"
+        )
+
+
+def disk_usage(path: Path | None = None) -> DiskUsage:
+    """Measure the disk holding ``path`` (default DATA_DIR) against DISK_HOLD_PERCENT.
+
+    Used percent is counted as df(1) does: used / (used + available to unprivileged users).
+    Raises OSError when the path cannot be examined.
+    """
+    path = Path(path or settings.DATA_DIR)
+    usage = shutil.disk_usage(path)
+    fillable = usage.used + usage.free
+    used_percent = 100.0 * usage.used / fillable if fillable else 100.0
+    return DiskUsage(path=path, used_percent=used_percent, hold_percent=settings.DISK_HOLD_PERCENT)
+
+
+def disk_held() -> bool:
+    """True while the disk guard holds new snapshots back."""
+    return disk_usage().held

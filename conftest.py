@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from core.tests.site import LiveSite
 
@@ -35,3 +36,37 @@ def _remove_session_data_dir() -> Iterator[None]:
     made_here = os.environ.get("VELLUM_TEST_DATA_DIR_CREATED")
     if made_here and not os.environ.get("VELLUM_KEEP_TEST_DATA"):
         shutil.rmtree(settings.DATA_DIR, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With DATABASE_URL pointing at a PostgreSQL server that does not answer, skip every test
+    that needs the database, saying why, instead of failing each one with a connection error."""
+    if connection.vendor != "postgresql":
+        return
+    problem = _postgres_unreachable()
+    if problem is None:
+        return
+    skip = pytest.mark.skip(reason=f"PostgreSQL at DATABASE_URL is not reachable: {problem}")
+    for item in items:
+        if item.get_closest_marker("django_db") or {"db", "transactional_db"} & set(
+            getattr(item, "fixturenames", ())
+        ):
+            item.add_marker(skip)
+
+
+def _postgres_unreachable() -> str | None:
+    import psycopg
+
+    database = settings.DATABASES["default"]
+    try:
+        psycopg.connect(
+            host=database.get("HOST") or None,
+            port=database.get("PORT") or None,
+            user=database.get("USER") or None,
+            password=database.get("PASSWORD") or None,
+            dbname="postgres",
+            connect_timeout=3,
+        ).close()
+    except psycopg.Error as error:
+        return str(error).splitlines()[0]
+    return None

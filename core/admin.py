@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from core.admin_display import file_links, main_output_link, result_badges, state_badge
 from core.finalize import payload_files
 from core.models import ArchiveResult, Snapshot, Tag
-from core.services import snapshot_rearchive
+from core.services import snapshot_rearchive, snapshot_retry_failed
 
 
 class ReadOnlyAdminMixin:
@@ -58,11 +58,24 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                        "manifest_sha256", "files"]  # fmt: skip
     fields = readonly_fields
     inlines = [ArchiveResultInline]
-    actions = ["rearchive"]
+    actions = ["retry_failed", "rearchive"]
 
     def get_queryset(self, request):
         results = Prefetch("results", queryset=ArchiveResult.objects.order_by("pk"))
         return super().get_queryset(request).prefetch_related(results, "tags")
+
+    @admin.action(description="Retry failed results of selected snapshots")
+    def retry_failed(self, request, queryset):
+        snapshots = list(queryset.with_failures().select_related("crawl"))
+        results = sum(snapshot_retry_failed(snapshot=snapshot) for snapshot in snapshots)
+        if snapshots:
+            self.message_user(
+                request, f"{results} failed result(s) of {len(snapshots)} snapshot(s) queued again."
+            )
+        else:
+            self.message_user(
+                request, "None of the selected snapshots has failures.", level=messages.WARNING
+            )
 
     @admin.action(description="Re-archive selected snapshots (earlier runs are kept)")
     def rearchive(self, request, queryset):

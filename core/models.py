@@ -58,6 +58,13 @@ class SnapshotQuerySet(WorkQuerySet):
     def for_crawl(self, crawl) -> SnapshotQuerySet:
         return self.filter(crawl=crawl)
 
+    def with_failures(self) -> SnapshotQuerySet:
+        """Final snapshots that failed, or that have a failed result (what ``retry`` retries)."""
+        failed = models.Q(status=SnapshotStatus.FAILED) | models.Q(
+            status=SnapshotStatus.SEALED, results__status=ResultStatus.FAILED
+        )
+        return self.filter(failed).distinct()
+
 
 class Snapshot(ConcurrentTransitionMixin, WorkItem):
     """One URL archived within one crawl, with its folder ``DATA_DIR/archive/<id>/``.
@@ -147,6 +154,19 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         self.error = error
         self.end_ts = timezone.now()
         self.retry_at = None
+
+    @transition(
+        field=status,
+        source=[SnapshotStatus.SEALED, SnapshotStatus.FAILED],
+        target=SnapshotStatus.STARTED,
+    )
+    def retry_failed(self) -> None:
+        """Run what failed again (explicit request only): the caller re-queues the failed
+        results in the same transaction; finalizing follows once they are final."""
+        self.attempts = 0
+        self.error = ""
+        self.retry_at = timezone.now()
+        self.end_ts = None
 
     @transition(
         field=status,

@@ -147,12 +147,37 @@ def snapshot_rearchive(*, snapshot: Snapshot) -> str:
         for result in results:
             result.rearchive(moved_to=moved_to)
             result.save()
-        crawl = Crawl.objects.select_for_update().get(pk=snapshot.crawl_id)
-        if crawl.status == CrawlStatus.SEALED:
-            crawl.reopen()
-            crawl.save()
+        _reopen_crawl(snapshot.crawl_id)
     logger.info("snapshot %s queued again; its earlier run is in %s", snapshot.pk, moved_to)
     return moved_to
+
+
+def snapshot_retry_failed(*, snapshot: Snapshot) -> int:
+    """Run the failed results of a sealed or failed snapshot again; return how many.
+
+    Each failed result starts over with fresh attempts (its earlier command log stays in
+    ``logs/``); the snapshot goes back to started and is finalized again once they are final,
+    so a snapshot whose finalizing failed is retried too. A sealed crawl reopens. Raises
+    TransitionNotAllowed when the snapshot is still in progress.
+    """
+    with transaction.atomic():
+        snapshot.retry_failed()
+        snapshot.save()
+        failed = list(snapshot.results.filter(status=ResultStatus.FAILED))
+        for result in failed:
+            result.retry()
+            result.save()
+        _reopen_crawl(snapshot.crawl_id)
+    logger.info("snapshot %s: %d failed results queued again", snapshot.pk, len(failed))
+    return len(failed)
+
+
+def _reopen_crawl(crawl_id: int) -> None:
+    """Reopen a sealed crawl whose snapshot runs again (call inside a transaction)."""
+    crawl = Crawl.objects.select_for_update().get(pk=crawl_id)
+    if crawl.status == CrawlStatus.SEALED:
+        crawl.reopen()
+        crawl.save()
 
 
 def _move_aside(source: Path, target: Path) -> None:

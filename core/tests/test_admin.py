@@ -375,3 +375,18 @@ def test_rearchive_action_queues_final_snapshots_and_keeps_their_files(
     assert [path.split("/", 2)[2] for path in moved] == archive.wget_files
     assert all((good.output_dir / path).is_file() for path in moved)
     assert Crawl.objects.get(pk=archive.crawl.pk).status == CrawlStatus.STARTED
+
+
+def test_retry_failed_action_queues_failed_results_again(
+    admin_client: Client, archive: Archive
+) -> None:
+    response = admin_client.post(
+        reverse("admin:core_snapshot_changelist"),
+        {"action": "retry_failed", "_selected_action": [archive.good.pk]},
+        follow=True,
+    )
+
+    assert "1 failed result(s) of 1 snapshot(s) queued again." in response.content.decode()
+    assert Snapshot.objects.get(pk=archive.good.pk).status == SnapshotStatus.STARTED
+    assert ArchiveResult.objects.get(pk=archive.favicon.pk).status == ResultStatus.QUEUED
+    assert ArchiveResult.objects.get(pk=archive.wget.pk).status == ResultStatus.SUCCEEDED

@@ -173,6 +173,20 @@ def test_snapshot_rearchive_queues_a_final_snapshot_again(final: str) -> None:
     assert before <= snapshot.retry_at <= timezone.now()
 
 
+@pytest.mark.parametrize("final", [SnapshotStatus.SEALED, SnapshotStatus.FAILED])
+def test_snapshot_retry_failed_restarts_a_final_snapshot(final: str) -> None:
+    snapshot = make_snapshot(final, attempts=3, error="old", retry_at=None, end_ts=timezone.now())
+    before = timezone.now()
+
+    snapshot.retry_failed()
+    snapshot.save()
+
+    snapshot = reloaded(snapshot)
+    assert snapshot.status == SnapshotStatus.STARTED
+    assert (snapshot.attempts, snapshot.error, snapshot.end_ts) == (0, "", None)
+    assert before <= snapshot.retry_at <= timezone.now()
+
+
 @pytest.mark.parametrize(
     ("source", "transition", "kwargs"),
     [
@@ -194,6 +208,9 @@ def test_snapshot_rearchive_queues_a_final_snapshot_again(final: str) -> None:
         (SnapshotStatus.QUEUED, "begin_finalizing", {}),
         (SnapshotStatus.STARTED, "begin_finalizing", {}),
         (SnapshotStatus.SEALED, "begin_finalizing", {}),
+        (SnapshotStatus.QUEUED, "retry_failed", {}),
+        (SnapshotStatus.STARTED, "retry_failed", {}),
+        (SnapshotStatus.FINALIZING, "retry_failed", {}),
         (SnapshotStatus.FAILED, "seal", {"manifest_sha256": ""}),
     ],
 )

@@ -1,4 +1,5 @@
-"""Re-archiving a snapshot (core.services.snapshot_rearchive) and per-extractor attempt limits.
+"""Running a finished snapshot again: re-archive (core.services.snapshot_rearchive), retrying
+its failures (snapshot_retry_failed, ``manage.py retry``), and per-extractor attempt limits.
 
 A re-archive keeps one result per extractor (the database constraint) and starts a new run on
 each; the earlier run's record stays in the result's ``history`` and its files move to
@@ -8,8 +9,10 @@ each; the earlier run's record stays in the result's ``history`` and its files m
 from __future__ import annotations
 
 import json
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 from model_bakery import baker
@@ -17,7 +20,7 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.finalize import verify_manifest
 from core.models import ArchiveResult, Snapshot
-from core.services import result_tick, snapshot_rearchive, snapshot_tick
+from core.services import result_tick, snapshot_rearchive, snapshot_retry_failed, snapshot_tick
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -187,3 +190,97 @@ def test_max_attempts_can_be_set_per_extractor(live_site: LiveSite, settings) ->
     assert title.status == ResultStatus.FAILED
     assert title.error.startswith("attempts exhausted (1): HTTP 503")
     assert ArchiveResult.objects.get(pk=headers.pk).status == ResultStatus.BACKOFF
+
+
+def snapshot_with_a_failure(live_site: LiveSite) -> Snapshot:
+    """A sealed snapshot whose title failed (HTTP 503 until attempts ran out)."""
+    crawl = baker.make(Crawl, status=CrawlStatus.SEALED, seeds=live_site.url("/"), retry_at=None)
+    snapshot = baker.make(
+        Snapshot, crawl=crawl, url=live_site.url("/"), status=SnapshotStatus.SEALED, retry_at=None
+    )
+    baker.make(
+        ArchiveResult, snapshot=snapshot, extractor="headers", status=ResultStatus.SUCCEEDED,
+        output="headers.json", retry_at=None,
+    )  # fmt: skip
+    baker.make(
+        ArchiveResult, snapshot=snapshot, extractor="title", status=ResultStatus.FAILED,
+        attempts=3, error="attempts exhausted (3): HTTP 503", retry_at=None,
+    )  # fmt: skip
+    return snapshot
+
+
+def test_retry_failed_runs_only_the_failed_results_and_seals_again(live_site: LiveSite) -> None:
+    snapshot = snapshot_with_a_failure(live_site)
+
+    retried = snapshot_retry_failed(snapshot=snapshot)
+
+    assert retried == 1
+    assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.STARTED
+    assert Crawl.objects.get(pk=snapshot.crawl_id).status == CrawlStatus.STARTED
+    states = dict(snapshot.results.values_list("extractor", "status"))
+    assert states == {"headers": ResultStatus.SUCCEEDED, "title": ResultStatus.QUEUED}
+    snapshot = archive_fully(snapshot)
+    assert snapshot.status == SnapshotStatus.SEALED
+    title = snapshot.results.get(extractor="title")
+    assert (title.status, title.attempts, title.output) == (
+        ResultStatus.SUCCEEDED, 1, "Vellum Test Home",
+    )  # fmt: skip
+    assert snapshot.title == "Vellum Test Home"
+    assert snapshot.results.get(extractor="headers").output == "headers.json"  # untouched
+
+
+def test_retry_command_needs_a_selection() -> None:
+    with pytest.raises(CommandError, match="ids, --crawl ID or --all"):
+        call_command("retry")
+
+
+def test_retry_command_rejects_an_id_that_is_not_a_uuid() -> None:
+    with pytest.raises(CommandError, match="'42' is not a snapshot id"):
+        call_command("retry", "42")
+
+
+def test_retry_command_all(live_site: LiveSite) -> None:
+    failing = snapshot_with_a_failure(live_site)
+    clean = baker.make(
+        Snapshot, crawl=failing.crawl, url=live_site.url("/page2.html"),
+        status=SnapshotStatus.SEALED, retry_at=None,
+    )  # fmt: skip
+    out = StringIO()
+
+    call_command("retry", "--all", stdout=out)
+
+    assert out.getvalue().startswith("Queued 1 failed results of 1 snapshots again.")
+    assert Snapshot.objects.get(pk=failing.pk).status == SnapshotStatus.STARTED
+    assert Snapshot.objects.get(pk=clean.pk).status == SnapshotStatus.SEALED
+
+
+def test_retry_command_by_id_and_crawl(live_site: LiveSite) -> None:
+    failing = snapshot_with_a_failure(live_site)
+    out = StringIO()
+
+    call_command("retry", "--crawl", str(failing.crawl_id + 1), stdout=out)
+    assert out.getvalue().startswith("Nothing to retry")
+    call_command("retry", str(failing.pk), stdout=out)
+
+    assert "Queued 1 failed results of 1 snapshots again." in out.getvalue()
+    assert Snapshot.objects.get(pk=failing.pk).status == SnapshotStatus.STARTED
+
+
+def test_retry_failed_also_refinalizes_a_snapshot_whose_finalizing_failed(
+    live_site: LiveSite,
+) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, seeds=live_site.url("/"))
+    snapshot = baker.make(
+        Snapshot, crawl=crawl, url=live_site.url("/"), status=SnapshotStatus.FAILED,
+        error="finalizing failed: disk full", retry_at=None,
+    )  # fmt: skip
+    baker.make(
+        ArchiveResult, snapshot=snapshot, extractor="title", status=ResultStatus.SUCCEEDED,
+        output="T", retry_at=None,
+    )  # fmt: skip
+
+    assert snapshot_retry_failed(snapshot=snapshot) == 0
+    snapshot = archive_fully(snapshot)
+
+    assert snapshot.status == SnapshotStatus.SEALED
+    assert verify_manifest(snapshot.output_dir) == []

@@ -1,0 +1,54 @@
+"""``manage.py retry``: run the failed results of finished snapshots again."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.management.base import BaseCommand, CommandError
+
+from core.management.database import require_migrated_database
+from core.models import Snapshot
+from core.services import snapshot_retry_failed
+
+
+class Command(BaseCommand):
+    help = (
+        "Queue the failed results of finished snapshots again (fresh attempts), and finalize "
+        "snapshots whose finalizing failed again. The orchestrator then runs them."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("snapshots", nargs="*", help="Snapshot ids (see manage.py list).")
+        parser.add_argument("--crawl", type=int, help="Every snapshot of this crawl.")
+        parser.add_argument("--all", action="store_true", help="Every snapshot with failures.")
+
+    def handle(self, *args, snapshots: list[str], crawl: int | None, all: bool, **options):
+        require_migrated_database()
+        if not (snapshots or crawl is not None or all):
+            raise CommandError("Say which snapshots: their ids, --crawl ID or --all.")
+        candidates = Snapshot.objects.with_failures()
+        if snapshots:
+            candidates = candidates.filter(pk__in=_parse_ids(snapshots))
+        if crawl is not None:
+            candidates = candidates.filter(crawl_id=crawl)
+        retried = results = 0
+        for snapshot in candidates.select_related("crawl"):
+            results += snapshot_retry_failed(snapshot=snapshot)
+            retried += 1
+        if not retried:
+            self.stdout.write("Nothing to retry: no finished snapshot with failures matched.")
+            return
+        self.stdout.write(
+            f"Queued {results} failed results of {retried} snapshots again. "
+            "The orchestrator runs them (manage.py orchestrator, or bash .ci/start)."
+        )
+
+
+def _parse_ids(values: list[str]) -> list[uuid.UUID]:
+    ids = []
+    for value in values:
+        try:
+            ids.append(uuid.UUID(value))
+        except ValueError:
+            raise CommandError(f"{value!r} is not a snapshot id (a UUID)") from None
+    return ids

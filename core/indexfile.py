@@ -1,0 +1,296 @@
+"""Read one snapshot folder's ``index.json`` back into checked row values (for reindex).
+
+``index.json`` is written by core.services.snapshot_index; every value is type-checked and run
+through the model field's own validators, so a damaged or foreign file becomes one readable
+InvalidIndex message instead of a bad row. The snapshot's state comes from its manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from core.choices import ResultStatus, SnapshotStatus
+from core.finalize import INDEX_NAME, MANIFEST_NAME, read_manifest
+from core.models import ArchiveResult, Snapshot, Tag
+from crawls.models import Crawl
+
+INDEX_VERSIONS = (1, 2)  # 1: no crawl, no result history, no snapshot priority
+NO_MANIFEST = "reindexed without a manifest: finalizing never finished"
+STALE_MANIFEST = (
+    "reindexed with a manifest that does not cover this index.json: finalizing never finished"
+)
+
+
+class InvalidIndex(Exception):
+    """A snapshot folder that cannot be restored; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class CrawlRecord:
+    """A crawl as index.json describes it (version 2), or as rebuilt from its snapshots (1)."""
+
+    id: int
+    seeds: tuple[str, ...]
+    depth: int
+    any_host: bool
+    priority: int
+    tags: tuple[str, ...]
+    source_file: str
+    created_at: datetime
+
+
+@dataclass
+class FolderIndex:
+    """One snapshot folder, read and checked: the rows to create and the state to give them."""
+
+    folder: Path
+    version: int
+    crawl: CrawlRecord | None  # None in version 1
+    snapshot: dict[str, Any]  # Snapshot field values, but status, error and manifest_sha256
+    tags: list[str]
+    parent_id: uuid.UUID | None
+    results: list[dict[str, Any]]  # ArchiveResult field values
+    status: str
+    error: str
+    manifest_sha256: str
+
+
+class _Object:
+    """Typed access to one JSON object of index.json: a bad or missing value raises InvalidIndex
+    naming its key. ``model_field`` runs that field's validators (length, range, URL)."""
+
+    def __init__(self, value: Any, where: str = ""):
+        if not isinstance(value, dict):
+            raise InvalidIndex(f"{INDEX_NAME}{': ' if where else ''}{where} is not a JSON object")
+        self.data, self.where = value, where
+
+    def name(self, key: str) -> str:
+        """Return ``key``'s place in the document, for messages: ``index.json: snapshot.url``."""
+        return f"{INDEX_NAME}: {self.where}.{key}" if self.where else f"{INDEX_NAME}: {key}"
+
+    def _get(self, key: str) -> Any:
+        if key not in self.data:
+            raise InvalidIndex(f"{self.name(key)} is missing")
+        return self.data[key]
+
+    def _check(self, key: str, value: Any, model_field) -> Any:
+        if model_field is not None:
+            try:
+                model_field.run_validators(value)
+            except ValidationError as error:
+                shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+                raise InvalidIndex(
+                    f"{self.name(key)} {shown}: {' '.join(error.messages)}"
+                ) from None
+        return value
+
+    def _wrong(self, key: str, value: Any, expected: str) -> InvalidIndex:
+        return InvalidIndex(f"{self.name(key)} is {type(value).__name__}, not {expected}")
+
+    def text(self, key: str, model_field=None) -> str:
+        value = self._get(key)
+        if not isinstance(value, str):
+            raise self._wrong(key, value, "a string")
+        return self._check(key, value, model_field)
+
+    def integer(self, key: str, model_field=None, *, nullable: bool = False) -> int | None:
+        value = self._get(key)
+        if value is None and nullable:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._wrong(key, value, "an integer")
+        return self._check(key, value, model_field)
+
+    def flag(self, key: str) -> bool:
+        value = self._get(key)
+        if not isinstance(value, bool):
+            raise self._wrong(key, value, "true or false")
+        return value
+
+    def uuid(self, key: str, *, nullable: bool = False) -> uuid.UUID | None:
+        value = self._get(key)
+        if value is None and nullable:
+            return None
+        try:
+            return uuid.UUID(self.text(key))
+        except ValueError:
+            raise InvalidIndex(f"{self.name(key)} {value!r:.80} is not a snapshot id") from None
+
+    def moment(self, key: str, *, nullable: bool = False) -> datetime | None:
+        value = self._get(key)
+        if value is None and nullable:
+            return None
+        try:
+            moment = datetime.fromisoformat(self.text(key))
+        except ValueError:
+            raise InvalidIndex(f"{self.name(key)} {value!r:.80} is not an ISO 8601 time") from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+    def array(self, key: str) -> list:
+        value = self._get(key)
+        if not isinstance(value, list):
+            raise self._wrong(key, value, "a list")
+        return value
+
+    def texts(self, key: str, model_field=None) -> list[str]:
+        values = self.array(key)
+        for index, value in enumerate(values):
+            if not isinstance(value, str) or not value:
+                raise InvalidIndex(f"{self.name(key)}[{index}] is not a non-empty string")
+            self._check(f"{key}[{index}]", value, model_field)
+        return values
+
+    def object(self, key: str) -> _Object:
+        return _Object(self._get(key), f"{self.where}.{key}" if self.where else key)
+
+
+def _field(model, name: str):
+    return model._meta.get_field(name)
+
+
+def read_folder(folder: Path) -> FolderIndex:
+    """Read and check ``folder/index.json`` and decide the snapshot's state from its manifest.
+
+    A manifest that lists this very ``index.json`` means finalizing finished: ``sealed``, with
+    the SHA-256 of the manifest file's bytes (the payload is not re-hashed; that is what fixity
+    checks are for). No manifest, or one written before this ``index.json``: ``failed``.
+    Raises InvalidIndex for a missing or unreadable file, bad JSON, an unknown version, a
+    missing key, a value of the wrong type or one the model would refuse (URL, id, length).
+    """
+    try:
+        raw = (folder / INDEX_NAME).read_bytes()
+    except FileNotFoundError:
+        raise InvalidIndex(f"no {INDEX_NAME}") from None
+    except OSError as error:
+        raise InvalidIndex(f"cannot read {INDEX_NAME}: {error.strerror}") from None
+    try:
+        parsed = json.loads(raw)
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        raise InvalidIndex(f"{INDEX_NAME} is not valid JSON: {error}") from None
+    document = _Object(parsed)
+    version = document.data.get("vellum_index_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InvalidIndex(f"{INDEX_NAME} has no vellum_index_version: not a Vellum index")
+    if version not in INDEX_VERSIONS:
+        hint = " (written by a newer Vellum: upgrade Vellum to reindex it)"
+        hint = hint if version > max(INDEX_VERSIONS) else ""
+        raise InvalidIndex(f"{INDEX_NAME} has unsupported version {version}{hint}")
+
+    snapshot = document.object("snapshot")
+    snapshot_id = snapshot.uuid("id")
+    if folder.name != str(snapshot_id):
+        raise InvalidIndex(f"{INDEX_NAME} describes snapshot {snapshot_id}, not {folder.name}")
+    crawl_id = snapshot.integer("crawl_id", _field(Crawl, "id"))
+    if crawl_id < 1:
+        raise InvalidIndex(f"{snapshot.name('crawl_id')} {crawl_id} is not a crawl id")
+    crawl = _read_crawl(document.object("crawl"), crawl_id) if version >= 2 else None
+    priority = snapshot.integer("priority", _field(Snapshot, "priority")) if version >= 2 else 0
+    created_at = snapshot.moment("created_at")
+    start_ts = snapshot.moment("start_ts", nullable=True)
+    results = _read_results(document, version, created_at=start_ts or created_at, priority=priority)
+    ends = [result["end_ts"] for result in results if result["end_ts"]]
+    status, error, manifest_sha256 = _state_from_manifest(folder, raw)
+    return FolderIndex(
+        folder=folder,
+        version=version,
+        crawl=crawl,
+        snapshot={
+            "id": snapshot_id,
+            "crawl_id": crawl_id,
+            "url": snapshot.text("url", _field(Snapshot, "url")),
+            "title": snapshot.text("title", _field(Snapshot, "title")),
+            "depth": snapshot.integer("depth", _field(Snapshot, "depth")),
+            "priority": priority,
+            "created_at": created_at,
+            "start_ts": start_ts,
+            # Sealing happens after index.json is written: the last result's end is the closest.
+            "end_ts": max(ends, default=start_ts or created_at),
+        },
+        tags=snapshot.texts("tags", _field(Tag, "name")),
+        parent_id=snapshot.uuid("parent_id", nullable=True),
+        results=results,
+        status=status,
+        error=error,
+        manifest_sha256=manifest_sha256,
+    )
+
+
+def _read_crawl(crawl: _Object, crawl_id: int) -> CrawlRecord:
+    if crawl.integer("id") != crawl_id:
+        raise InvalidIndex(f"{crawl.name('id')} is not the snapshot's crawl_id {crawl_id}")
+    return CrawlRecord(
+        id=crawl_id,
+        seeds=tuple(crawl.texts("seeds", _field(Snapshot, "url"))),
+        depth=crawl.integer("depth", _field(Crawl, "depth")),
+        any_host=crawl.flag("any_host"),
+        priority=crawl.integer("priority", _field(Crawl, "priority")),
+        tags=tuple(crawl.texts("tags", _field(Tag, "name"))),
+        source_file=crawl.text("source_file", _field(Crawl, "source_file")),
+        created_at=crawl.moment("created_at"),
+    )
+
+
+def _read_results(
+    document: _Object, version: int, *, created_at: datetime, priority: int
+) -> list[dict[str, Any]]:
+    results, seen = [], set()
+    for index, value in enumerate(document.array("results")):
+        result = _Object(value, f"results[{index}]")
+        extractor = result.text("extractor", _field(ArchiveResult, "extractor"))
+        if not extractor or extractor in seen:
+            raise InvalidIndex(f"{result.name('extractor')} {extractor!r} is empty or repeated")
+        seen.add(extractor)
+        status = result.text("status")
+        error = result.text("error")
+        if status not in ResultStatus.values:
+            raise InvalidIndex(f"{result.name('status')} {status!r:.40} is not a result state")
+        if status not in ResultStatus.final():
+            error = f"reindexed as failed: index.json recorded it {status}, never final" + (
+                f" ({error})" if error else ""
+            )
+            status = ResultStatus.FAILED
+        results.append(
+            {
+                "extractor": extractor,
+                "status": status,
+                "attempts": result.integer("attempts", _field(ArchiveResult, "attempts")),
+                "cmd": result.array("cmd"),
+                "cmd_version": result.text("cmd_version", _field(ArchiveResult, "cmd_version")),
+                "exit_code": result.integer(
+                    "exit_code", _field(ArchiveResult, "exit_code"), nullable=True
+                ),
+                "output": result.text("output", _field(ArchiveResult, "output")),
+                "output_files": result.texts("output_files"),
+                "output_size": result.integer("output_size", _field(ArchiveResult, "output_size")),
+                "error": error,
+                "start_ts": result.moment("start_ts", nullable=True),
+                "end_ts": result.moment("end_ts", nullable=True),
+                "history": result.array("history") if version >= 2 else [],
+                "priority": priority,
+                "created_at": created_at,
+            }
+        )
+    return results
+
+
+def _state_from_manifest(folder: Path, index_bytes: bytes) -> tuple[str, str, str]:
+    """Return ``(status, error, manifest_sha256)`` for the snapshot in ``folder``."""
+    try:
+        manifest = (folder / MANIFEST_NAME).read_bytes()
+        listed = read_manifest(folder).get(INDEX_NAME)
+    except FileNotFoundError:
+        return SnapshotStatus.FAILED, NO_MANIFEST, ""
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise InvalidIndex(f"cannot read {MANIFEST_NAME}: {reason}") from None
+    if listed != hashlib.sha256(index_bytes).hexdigest():
+        return SnapshotStatus.FAILED, STALE_MANIFEST, ""
+    return SnapshotStatus.SEALED, "", hashlib.sha256(manifest).hexdigest()

@@ -206,6 +206,8 @@ POLL_INTERVAL = env_number("POLL_INTERVAL", 5, minimum=0.05)
 # Seconds a claimed crawl or snapshot stays owned by its actor (results: their timeout + margin).
 LEASE_SECONDS = env_int("LEASE_SECONDS", 300, minimum=1)
 LEASE_MARGIN = env_int("LEASE_MARGIN", 30, minimum=0)
+# Log every claim and release to DATA_DIR/logs/claims.jsonl (an audit: some 3 KB per page).
+CLAIMS_LOG = env_bool("CLAIMS_LOG", False)
 if LEASE_SECONDS <= 2 * POLL_INTERVAL:
     # A wake-up tells a waiting record from a leased one by how far ahead its retry_at lies.
     raise ImproperlyConfigured("LEASE_SECONDS must be more than twice POLL_INTERVAL")

@@ -19,6 +19,7 @@ os.environ.setdefault("POLL_INTERVAL", "0.2")
 os.environ.setdefault("ORCHESTRATOR_TICK", "0.2")
 os.environ.setdefault("ACTOR_IDLE_EXIT", "1")
 os.environ.setdefault("HUEY_IMMEDIATE", "1")
+os.environ.setdefault("CLAIMS_LOG", "1")  # the fault-injection suite checks it for double claims
 
 from archive.settings import *  # noqa: F403
 from archive.settings import STORAGES

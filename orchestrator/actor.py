@@ -13,10 +13,12 @@ import os
 import signal
 import threading
 import time
+from datetime import datetime
 
 from django.db import DatabaseError, close_old_connections
 
 from core.extractors.process import CommandCancelled, cancel_requested
+from orchestrator import claimlog
 from orchestrator.claims import claim_next
 from orchestrator.work import WorkType
 
@@ -63,16 +65,19 @@ class Actor:
         )
         if record is None:
             return False
-        logger.info(
-            "claimed %s %s until %s", self.kind.name, record.pk, record.retry_at.isoformat()
-        )
+        lease_end = record.retry_at
+        claimed_at = claimlog.log_claim(self.kind.name, record.pk, until=lease_end)
+        logger.info("claimed %s %s until %s", self.kind.name, record.pk, lease_end.isoformat())
+        handed_back = None
         try:
             self.kind.tick(record)
+            handed_back = _handed_back_at(record, lease_end, claimed_at)
         except CommandCancelled:
             logger.info("stopped during %s %s", self.kind.name, record.pk)
         except Exception:
             # The record keeps its lease; when it runs out the next claim recovers it.
             logger.exception("tick of %s %s failed", self.kind.name, record.pk)
+        claimlog.log_release(self.kind.name, record.pk, at=handed_back)
         logger.info("released %s %s", self.kind.name, record.pk)
         self.done += 1
         return True
@@ -113,3 +118,17 @@ class Actor:
         logger.info(
             "actor %s exits after %d records (pid %d)", self.kind.name, self.done, os.getpid()
         )
+
+
+def _handed_back_at(record, lease_end: datetime, claimed_at: datetime) -> datetime | None:
+    """When a tick gave its record back: the save that moved ``retry_at`` off the lease.
+
+    Its commit, just after, lets another actor rightly claim the record at the new ``retry_at``,
+    which can come before the tick returns (the actor then wakes the parent, or waits for the
+    CPU); a release dated later would show overlaps that never happened. None when the tick left
+    the lease in place (the record stays owned until the lease ends, and the release is now).
+    """
+    saved = record.modified_at
+    if record.retry_at != lease_end and saved is not None and saved >= claimed_at:
+        return saved
+    return None

@@ -543,6 +543,24 @@ def test_claim_order_is_priority_first_then_oldest_retry_at() -> None:
     assert ordered == [urgent, high_old, high_new, low_old, low_new]
 
 
+def test_claim_order_takes_a_result_whose_lease_ran_out_before_the_queue() -> None:
+    """A result still started after its lease lost its worker: it is recovered first, whatever
+    the queue holds (nothing stays started much past its lease)."""
+    now = timezone.now()
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    waiting = [
+        make_result(ResultStatus.QUEUED, snapshot, extractor=name, priority=5, retry_at=now - age)
+        for name, age in [("wget", timedelta(hours=1)), ("title", timedelta(minutes=1))]
+    ]
+    orphan = make_result(
+        ResultStatus.STARTED, snapshot, extractor="favicon", retry_at=now - timedelta(seconds=1)
+    )
+
+    ordered = list(ArchiveResult.objects.due().claim_order())
+
+    assert ordered == [orphan, *waiting]
+
+
 def test_claimable_holds_queued_snapshots_back_while_the_window_is_full(settings) -> None:
     settings.MAX_STARTED_SNAPSHOTS = 2
     crawl = make_crawl()

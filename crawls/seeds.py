@@ -3,18 +3,29 @@
 Normalization makes two spellings of one resource into one URL, so a crawl holds each page once:
 scheme and host lowercased (RFC 3986 §6.2.2.1), the host in its IDNA ASCII form (RFC 5891), the
 default port dropped and an empty path made ``/`` (RFC 3986 §6.2.3), the fragment removed (it never
-reaches the server), and characters outside ASCII percent-encoded (RFC 3986 §2.1).
+reaches the server), and characters outside ASCII percent-encoded (RFC 3986 §2.1). An IPv6 literal
+is written in its canonical compressed form (RFC 5952 §4, as the WHATWG URL standard serializes
+it), so ``[0:0:0:0:0:0:0:1]`` and ``[::1]`` are one host.
+
+URLs with credentials (``user:password@host``) are refused rather than stripped: the URL is kept
+and shown everywhere (the admin, index.json, public pages, logs, the commands that ran), so a
+password in it would leak, and without it the server would usually serve another page (a login
+form) than the one asked for. The person who gave it decides what to do instead.
 """
 
 from __future__ import annotations
 
+import codecs
+import ipaddress
+from functools import lru_cache
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import idna
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
-MAX_URL_LENGTH = 2048
+MAX_URL_LENGTH = 2048  # characters: Snapshot.url's max_length
+MAX_LISTED_PROBLEMS = 5  # bad lines named in an InputError; the others are counted
 SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # RFC 3986 §2.2 reserved characters plus "%" (already-encoded octets) stay as they are.
@@ -35,8 +46,10 @@ class InputError(ValueError):
 def normalize_url(raw: str) -> str:
     """Return ``raw`` as a normalized absolute http(s) URL.
 
-    Raises InvalidURL with a one-line reason for an empty, overlong, relative, non-http(s),
-    credential-bearing or otherwise malformed URL.
+    Raises InvalidURL with a one-line reason for an empty, overlong (over MAX_URL_LENGTH
+    characters, before or after percent-encoding), relative, non-http(s), credential-bearing
+    URL, one whose host is not a valid IDNA host name, IPv4 or bracketed IPv6 address, one with
+    port 0, or an otherwise malformed one.
     """
     url = raw.strip()
     if not url:
@@ -47,6 +60,11 @@ def normalize_url(raw: str) -> str:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as error:
+        if _bare_ipv6(url):
+            raise InvalidURL(
+                f"{_short(url)} is not a valid URL (put an IPv6 address in brackets: "
+                "http://[::1]:8000/)"
+            ) from None
         raise InvalidURL(f"{_short(url)} is not a valid URL ({error})") from None
     scheme = parts.scheme.lower()
     if not scheme:
@@ -57,8 +75,10 @@ def normalize_url(raw: str) -> str:
         raise InvalidURL(f"{_short(url)}: only http and https URLs can be archived, not {scheme}:")
     if parts.username is not None or parts.password is not None:
         raise InvalidURL(f"{_short(url)}: URLs with credentials (user:password@) are not archived")
-    host = _ascii_host(parts.hostname or "", url)
+    host = _ascii_host(parts.hostname or "", url, bracketed="[" in parts.netloc)
     netloc = f"[{host}]" if ":" in host else host
+    if port == 0:
+        raise InvalidURL(f"{_short(url)} is not a valid URL (port 0 cannot be connected to)")
     if port is not None and port != DEFAULT_PORTS[scheme]:
         netloc = f"{netloc}:{port}"
     path = quote(parts.path or "/", safe=SAFE_PATH_CHARS)
@@ -73,16 +93,46 @@ def normalize_url(raw: str) -> str:
     return normalized
 
 
-def _ascii_host(host: str, url: str) -> str:
-    """Return the host lowercased and IDNA-encoded; raise InvalidURL if it cannot be."""
+def _bare_ipv6(url: str) -> bool:
+    """Tell whether ``url``'s authority looks like an IPv6 address without its brackets."""
+    authority = url.partition("//")[2].split("/", 1)[0].rpartition("@")[2]
+    return "[" not in authority and authority.count(":") > 1
+
+
+def _ascii_host(host: str, url: str, *, bracketed: bool) -> str:
+    """Return the host lowercased and IDNA-encoded, or an IP address in canonical form.
+
+    ``bracketed``: the URL wrote the host in brackets, which only an IPv6 address may be.
+    Raises InvalidURL if the host is none of these.
+    """
     if not host:
         raise InvalidURL(f"{_short(url)} has no host")
-    if ":" in host or host.replace(".", "").isdigit():
-        return host.lower()  # an IP literal: nothing to encode
+    if bracketed:
+        try:
+            address = ipaddress.IPv6Address(host)
+        except ValueError:
+            raise InvalidURL(f"{_short(url)} has an invalid IPv6 address") from None
+        if address.scope_id:
+            raise InvalidURL(f"{_short(url)}: an IPv6 zone (%...) only has a meaning on one host")
+        return address.compressed
+    if host.replace(".", "").isdigit():
+        try:
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            raise InvalidURL(f"{_short(url)} has an invalid IPv4 address") from None
     try:
-        return idna.encode(host, uts46=True).decode("ascii")
+        return _idna(host)
     except idna.IDNAError as error:
         raise InvalidURL(f"{_short(url)} has an invalid host name ({error})") from None
+
+
+@lru_cache(maxsize=4096)
+def _idna(host: str) -> str:
+    """Return ``host`` in IDNA ASCII form (UTS #46 mapping: lowercased); raise IDNAError.
+
+    Cached: a list of thousands of URLs names few hosts, and encoding is the slow part.
+    """
+    return idna.encode(host, uts46=True).decode("ascii")
 
 
 def _short(url: str, limit: int = 80) -> str:
@@ -93,18 +143,25 @@ def parse_seed_text(data: bytes, *, source: str) -> list[str]:
     """Read URLs from plain text, one per line; blank lines and ``#`` comments are ignored.
 
     ``source`` names the input in messages ("urls.txt", "stdin", "command line"). Return the
-    normalized URLs, each once, in input order. Raises InputError for binary or non-UTF-8 data, for
-    input with no URLs, and for any invalid line (every bad line is listed, so nothing is half
+    normalized URLs, each once, in input order. Raises InputError for binary data (a NUL byte
+    anywhere), UTF-16 or other non-UTF-8 text (naming the line and byte offset of the first bad
+    byte), input with no URLs, and any invalid line (every bad line is listed, so nothing is half
     added).
     """
-    if b"\0" in data[:8192]:
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise InputError(f"{source} is UTF-16 text; save it as UTF-8")
+    if b"\0" in data:
         raise InputError(f"{source} is binary data, not a list of URLs")
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = data.decode("utf-8-sig")
+        text = data[bom:].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"{source} is not UTF-8 text (byte {error.start})") from None
+        offset = bom + error.start  # counted from the start of the input, as an editor would
+        line = data.count(b"\n", 0, offset) + 1
+        raise InputError(f"{source} is not UTF-8 text (line {line}, byte {offset})") from None
     urls: dict[str, None] = {}
-    problems = []
+    problems: list[str] = []  # the first MAX_LISTED_PROBLEMS; the rest are only counted
+    bad_lines = 0
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -112,10 +169,12 @@ def parse_seed_text(data: bytes, *, source: str) -> list[str]:
         try:
             urls[normalize_url(line)] = None
         except InvalidURL as error:
-            problems.append(f"{source} line {number}: {error}")
+            bad_lines += 1
+            if len(problems) < MAX_LISTED_PROBLEMS:
+                problems.append(f"{source} line {number}: {error}")
     if problems:
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise InputError("; ".join(problems[:5]) + more)
+        more = f" (and {bad_lines - len(problems)} more)" if bad_lines > len(problems) else ""
+        raise InputError("; ".join(problems) + more)
     if not urls:
         raise InputError(f"{source} contains no URLs")
     return list(urls)

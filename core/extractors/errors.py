@@ -75,10 +75,18 @@ def classify_curl_exit(code: int) -> tuple[Outcome, str]:
     return Outcome.FATAL, f"curl: {reason} (exit {code})"
 
 
-def classify_wget_exit(code: int, http_status: int | None) -> tuple[Outcome, str]:
-    """Classify wget's exit code; exit 8 (server error response) is judged by ``http_status``."""
+def classify_wget_exit(
+    code: int, http_status: int | None, *, too_many_redirects: bool = False
+) -> tuple[Outcome, str]:
+    """Classify wget's exit code; exit 8 (server error response) is judged by ``http_status``.
+
+    ``too_many_redirects``: wget's log said "N redirections exceeded." (it exits 8 with no HTTP
+    error status), which is fatal like curl's exit 47.
+    """
     if code == 0:
         return Outcome.SUCCEEDED, ""
+    if too_many_redirects:
+        return Outcome.FATAL, f"wget: too many redirects (exit {code})"
     if code == 8 and http_status is not None:
         return classify_http_status(http_status), f"HTTP {http_status}"
     if code in TEMPORARY_WGET_EXITS:
@@ -92,3 +100,12 @@ def classify_wget_exit(code: int, http_status: int | None) -> tuple[Outcome, str
 def timeout_reason(binary: str, seconds: float) -> tuple[Outcome, str]:
     """A command killed after its timeout: always temporary (the server may answer next time)."""
     return Outcome.TEMPORARY, f"{binary} timed out after {seconds:g} s"
+
+
+def too_large_reason(max_bytes: int) -> tuple[Outcome, str]:
+    """A command killed for writing more than ``max_bytes``: fatal (the page will not shrink).
+
+    ``max_bytes`` is settings.MAX_DOWNLOAD_BYTES, named in the message so that the person who
+    reads it knows which setting to raise.
+    """
+    return Outcome.FATAL, f"download exceeds MAX_DOWNLOAD_BYTES ({max_bytes} bytes)"

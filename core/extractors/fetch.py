@@ -2,7 +2,10 @@
 
 Each extractor fetches for itself so that every capture is independent of the others (the
 mission: several independent extractors). curl is told to follow redirects, to give up after the
-extractor's timeout and to refuse bodies over ``MAX_DOWNLOAD_BYTES``.
+extractor's timeout and to refuse bodies over ``MAX_DOWNLOAD_BYTES``. curl's own
+``--max-filesize`` only checks a length the server announces, so the size is also bounded from
+outside (``download_limit``): a body without Content-Length, or one that a gzip bomb inflates,
+is stopped when it passes the limit.
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.extractors.errors import Outcome, classify_curl_exit, classify_http_status, timeout_reason
-from core.extractors.process import binary_version, find_binary, run_command
+from core.extractors.errors import (
+    Outcome,
+    classify_curl_exit,
+    classify_http_status,
+    timeout_reason,
+    too_large_reason,
+)
+from core.extractors.process import OutputLimit, binary_version, find_binary, run_command
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -41,14 +50,26 @@ class FetchResult:
         return self.content_type in HTML_TYPES
 
 
+def download_limit(folder: Path) -> OutputLimit:
+    """Return the bound on what one extractor run may write into ``folder``, in bytes.
+
+    Any one file: MAX_DOWNLOAD_BYTES (a response body; for wget also its WARC, which holds every
+    response of the capture). The folder altogether: twice that, since wget keeps each byte it
+    downloads twice, as a file and in the WARC.
+    """
+    limit = settings.MAX_DOWNLOAD_BYTES
+    return OutputLimit(folder=folder, file_bytes=limit, total_bytes=2 * limit)
+
+
 def fetch(
     url: str, *, body_path: Path, headers_path: Path | None, log_path: Path, timeout: float
 ) -> FetchResult:
     """GET ``url`` into ``body_path``; keep curl's header dump in ``headers_path`` if given.
 
-    Redirects are followed (at most 10). The outcome is classified by curl's exit code, then by
-    the final HTTP status (core/extractors/errors.py); the final response's header fields and
-    Retry-After are read from the dump. Raises LookupError if curl is not installed.
+    Redirects are followed (at most 10). The body, as written (decompressed), is bounded by
+    ``download_limit``; ``timeout`` is in seconds. The outcome is classified by curl's exit code,
+    then by the final HTTP status (core/extractors/errors.py); the final response's header fields
+    and Retry-After are read from the dump. Raises LookupError if curl is not installed.
     """
     curl = find_binary("curl")
     if curl is None:
@@ -71,7 +92,12 @@ def fetch(
     try:
         # Give curl's own --max-time a moment to fire before the group is killed from outside.
         done = run_command(
-            cmd, cwd=body_path.parent, timeout=timeout + 5, log_path=log_path, capture_stdout=True
+            cmd,
+            cwd=body_path.parent,
+            timeout=timeout + 5,
+            log_path=log_path,
+            capture_stdout=True,
+            limit=download_limit(body_path.parent),
         )
         _, fields = final_response(read_header_text(dump))
     finally:
@@ -88,6 +114,9 @@ def fetch(
     )
     if done.timed_out:
         result.outcome, result.error = timeout_reason("curl", timeout)
+        return result
+    if done.too_large:
+        result.outcome, result.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         return result
     _read_write_out(result, done.stdout)
     result.outcome, result.error = classify_curl_exit(done.exit_code)

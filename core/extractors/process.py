@@ -1,19 +1,27 @@
-"""Run an extractor's binary as a subprocess in its own process group, with a timeout.
+"""Run an extractor's binary as a subprocess in its own process group, bounded in time and size.
 
-On timeout, or when the actor is asked to stop, the whole group is killed (SIGKILL), so a tool that
-forks helpers (wget, chromium) leaves nothing behind (DESIGN.md §3).
+On timeout, when what it writes grows past its limit, or when the actor is asked to stop, the
+whole group is killed (SIGKILL), so a tool that forks helpers (wget, chromium) leaves nothing
+behind (DESIGN.md §3). The command also dies with the process that started it: on Linux it is
+asked to receive SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG), so an actor that is itself
+killed (SIGKILL, out of memory) does not leave a download running in its detached session.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import enum
 import os
+import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -24,19 +32,61 @@ cancel_requested = threading.Event()
 POLL_SECONDS = 0.1
 MAX_CAPTURE_BYTES = 1024 * 1024
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """Return libc's prctl(2) on Linux, else None (looked up once, before any fork)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
 
 class CommandCancelled(Exception):
     """The actor was asked to stop while the command ran; its process group was killed."""
 
 
 @dataclass(frozen=True)
+class OutputLimit:
+    """How much a command may write, in bytes.
+
+    ``file_bytes`` bounds any one file the command writes, wherever it is (the kernel stops the
+    write: RLIMIT_FSIZE, then SIGXFSZ); ``total_bytes`` bounds everything under ``folder``
+    together (polled every POLL_SECONDS while the command runs, and once more when it ends).
+    """
+
+    folder: Path
+    file_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
 class CommandResult:
-    """What a finished command left: exit code (None if killed), timeout flag, seconds, stdout."""
+    """What a finished command left.
+
+    ``exit_code`` is None if the command was killed for running too long (``timed_out``) or for
+    writing too much (``too_large``); ``duration`` is in seconds; ``stdout`` is the captured
+    output, if asked for.
+    """
 
     exit_code: int | None
     timed_out: bool
     duration: float
     stdout: str = ""
+    too_large: bool = False
+
+
+class _Stop(enum.Enum):
+    """Why ``_wait`` killed the command."""
+
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too large"
 
 
 def run_command(
@@ -46,10 +96,12 @@ def run_command(
     timeout: float,
     log_path: Path,
     capture_stdout: bool = False,
+    limit: OutputLimit | None = None,
 ) -> CommandResult:
     """Run ``cmd`` in ``cwd`` for at most ``timeout`` seconds; append its stderr to ``log_path``.
 
-    stdout goes to the log too, unless ``capture_stdout`` (then up to 1 MiB is returned).
+    stdout goes to the log too, unless ``capture_stdout`` (then up to 1 MiB is returned). With a
+    ``limit``, a command that writes more than it allows is killed and reported ``too_large``.
     Raises CommandCancelled if ``cancel_requested`` is set while it runs, and OSError if the
     binary cannot be started.
     """
@@ -67,33 +119,102 @@ def run_command(
             stdout=captured if capture_stdout else log,
             stderr=log,
             start_new_session=True,
+            preexec_fn=_child_setup(os.getpid(), limit),
+            # The C locale: wget's messages, which its log reader matches, read the same anywhere.
+            env={**os.environ, "LC_ALL": "C"},
         )
-        timed_out = _wait(process, timeout)
+        stopped = _wait(process, timeout, limit)
         captured.seek(0)
         stdout = captured.read(MAX_CAPTURE_BYTES) if capture_stdout else b""
+    too_large = stopped is _Stop.TOO_LARGE or (
+        stopped is None and limit is not None and _wrote_too_much(process, limit)
+    )
     return CommandResult(
-        exit_code=None if timed_out else process.returncode,
-        timed_out=timed_out,
+        exit_code=None if stopped or too_large else process.returncode,
+        timed_out=stopped is _Stop.TIMEOUT,
         duration=time.monotonic() - started,
         stdout=stdout.decode("utf-8", "replace"),
+        too_large=too_large,
     )
 
 
-def _wait(process: subprocess.Popen, timeout: float) -> bool:
-    """Wait for ``process``; kill its group on timeout or cancel. Return True if it timed out."""
+def _child_setup(parent_pid: int, limit: OutputLimit | None) -> Callable[[], None]:
+    """Return what the child runs between fork and exec: die with the parent, bound file sizes.
+
+    It runs in the forked child, so it only calls what was looked up before the fork.
+    """
+    file_limit = None if limit is None else limit.file_bytes + 1  # one byte more shows the excess
+
+    def setup() -> None:
+        if _prctl is not None:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent_pid:  # the parent died before the request took effect
+                os.kill(os.getpid(), signal.SIGKILL)
+        if file_limit is not None:
+            _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+            soft = file_limit if hard == resource.RLIM_INFINITY else min(file_limit, hard)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            # A tool killed by SIGXFSZ would otherwise dump its core into the output folder.
+            _, hard_core = resource.getrlimit(resource.RLIMIT_CORE)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, hard_core))
+
+    return setup
+
+
+def _wait(process: subprocess.Popen, timeout: float, limit: OutputLimit | None) -> _Stop | None:
+    """Wait for ``process``; kill its group on timeout, excess output or cancel; say why."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             process.wait(timeout=POLL_SECONDS)
-            return False
+            return None
         except subprocess.TimeoutExpired:
             pass
         if cancel_requested.is_set():
             _kill_group(process)
             raise CommandCancelled(f"stopped while running {process.args[0]}")
+        if limit is not None and _over(limit):
+            _kill_group(process)
+            return _Stop.TOO_LARGE
         if time.monotonic() >= deadline:
             _kill_group(process)
+            return _Stop.TIMEOUT
+
+
+def _wrote_too_much(process: subprocess.Popen, limit: OutputLimit) -> bool:
+    """Tell whether a command that ended by itself passed its ``limit``.
+
+    Killed by SIGXFSZ: a file reached ``file_bytes``. A tool that ignores the signal gets EFBIG
+    instead and leaves a file one byte over the limit, which ``_over`` sees.
+    """
+    return process.returncode == -signal.SIGXFSZ or _over(limit)
+
+
+def _over(limit: OutputLimit) -> bool:
+    """Tell whether ``limit.folder`` holds more than ``total_bytes``, or one file over
+    ``file_bytes``."""
+    total = 0
+    for size in _file_sizes(limit.folder):
+        if size > limit.file_bytes:
             return True
+        total += size
+    return total > limit.total_bytes
+
+
+def _file_sizes(folder: Path):
+    """Yield the size in bytes of every file under ``folder`` (symlinks not followed).
+
+    Files that vanish while the folder is read (a tool renaming its temporary files) are skipped.
+    """
+    stack = [folder]
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        yield entry.stat(follow_symlinks=False).st_size
 
 
 def _kill_group(process: subprocess.Popen) -> None:

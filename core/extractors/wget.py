@@ -11,8 +11,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome, classify_wget_exit, timeout_reason
-from core.extractors.fetch import parse_retry_after
+from core.extractors.errors import Outcome, classify_wget_exit, timeout_reason, too_large_reason
+from core.extractors.fetch import download_limit, parse_retry_after
 from core.extractors.page import unavailable
 from core.extractors.process import run_command
 
@@ -22,6 +22,8 @@ NETWORK_TIMEOUT_MARGIN = 5  # seconds
 SAVED_LINE = re.compile(r' URL:\S+ \[[^\]]*\] -> "(?P<path>[^"]+)" \[\d+\]$')
 # ... and a failed one as "<url>:" then: <date> <time> ERROR 404: Not Found.
 ERROR_LINE = re.compile(r" ERROR (?P<status>\d{3}): ")
+# ... and a redirect loop (more than --max-redirect hops) as: 10 redirections exceeded.
+REDIRECTS_LINE = re.compile(r"^\d+ redirections exceeded\.$")
 # Exit codes that, once the page itself is saved, can only come from its requisites (an image
 # 404s, a CDN does not resolve, a third-party certificate fails): the capture still stands.
 REQUISITE_EXITS = frozenset({4, 5, 6, 7, 8})
@@ -29,10 +31,12 @@ REQUISITE_EXITS = frozenset({4, 5, 6, 7, 8})
 
 @dataclass
 class MainPage:
-    """What wget's log says of the URL it was given: the file saved, or the HTTP error status."""
+    """What wget's log says of the URL it was given: the file saved, the HTTP error status, or
+    that its redirects never ended."""
 
     path: str | None = None
     http_status: int | None = None
+    too_many_redirects: bool = False
 
 
 def read_log(text: str) -> MainPage:
@@ -46,6 +50,8 @@ def read_log(text: str) -> MainPage:
             return MainPage(path=saved["path"])
         if error := ERROR_LINE.search(line):
             return MainPage(http_status=int(error["status"]))
+        if REDIRECTS_LINE.match(line):
+            return MainPage(too_many_redirects=True)
     return MainPage()
 
 
@@ -102,7 +108,8 @@ class WgetExtractor(Extractor):
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Save the page under ``out_dir/<host>/...`` and the WARC in ``out_dir/warc/``.
 
-        Output: the main page's path relative to ``out_dir``.
+        Output: the main page's path relative to ``out_dir``. What wget writes is bounded by
+        ``download_limit``: no file (the WARC included) over MAX_DOWNLOAD_BYTES.
         """
         try:
             wget = self.binary_path("wget")
@@ -111,7 +118,13 @@ class WgetExtractor(Extractor):
         (out_dir / WARC_PATH).parent.mkdir(exist_ok=True)
         log_path = out_dir / "wget.log"
         cmd = self.command(wget, snapshot.url)
-        done = run_command(cmd, cwd=out_dir, timeout=self.timeout, log_path=log_path)
+        done = run_command(
+            cmd,
+            cwd=out_dir,
+            timeout=self.timeout,
+            log_path=log_path,
+            limit=download_limit(out_dir),
+        )
         output = ExtractorOutput(
             outcome=Outcome.SUCCEEDED,
             cmd=cmd,
@@ -120,6 +133,9 @@ class WgetExtractor(Extractor):
         )
         if done.timed_out:
             output.outcome, output.error = timeout_reason("wget", self.timeout)
+            return output
+        if done.too_large:
+            output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
             return output
         main = read_log(log_path.read_text(encoding="utf-8", errors="replace"))
         saved = _saved_file(out_dir, main.path)
@@ -136,7 +152,9 @@ class WgetExtractor(Extractor):
         self, output: ExtractorOutput, main: MainPage, out_dir: Path, url: str
     ) -> ExtractorOutput:
         """Classify a run that did not save the page (or ended in a real error)."""
-        output.outcome, output.error = classify_wget_exit(output.exit_code, main.http_status)
+        output.outcome, output.error = classify_wget_exit(
+            output.exit_code, main.http_status, too_many_redirects=main.too_many_redirects
+        )
         if output.outcome is Outcome.SUCCEEDED:
             output.outcome, output.error = Outcome.FATAL, "wget saved no page (see wget.log)"
         elif main.http_status is not None:

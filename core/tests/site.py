@@ -13,8 +13,10 @@ import threading
 import zlib
 from functools import partial
 from http import HTTPStatus
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
+
+from archive.testing import LocalServer
 
 # Seconds /slow waits before answering: longer than any test timeout, short enough that a
 # forgotten connection cannot hold a test run for long.
@@ -193,6 +195,12 @@ class SiteHandler(SimpleHTTPRequestHandler):
     }
     release: threading.Event  # set by LiveSite.stop() so /slow gives up at teardown
 
+    def end_headers(self) -> None:
+        # HTTP/1.0 closes after each response; saying so keeps wget from reusing the connection
+        # for a page's requisites and failing on the closed socket.
+        self.send_header("Connection", "close")
+        super().end_headers()
+
     def do_GET(self) -> None:
         route = self.ROUTES.get(self.path.split("?")[0])
         if route is None:
@@ -248,30 +256,14 @@ class SiteHandler(SimpleHTTPRequestHandler):
         """Keep test output quiet."""
 
 
-class LiveSite:
+class LiveSite(LocalServer):
     """The running test site: ``url(path)`` gives an absolute URL on it."""
 
     def __init__(self, root: Path, *, favicon: bool = True) -> None:
         self.root = root
-        self.release = threading.Event()
-        handler = type("BoundSiteHandler", (SiteHandler,), {"release": self.release})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
+        super().__init__()
         build_site(root, self.port, favicon=favicon)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def url(self, path: str = "/") -> str:
-        """Return ``http://127.0.0.1:<port><path>`` (a missing leading slash is added)."""
-        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
-
-    def start(self) -> LiveSite:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Release any slow request, stop serving and close the socket."""
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+    def handler(self):
+        bound = type("BoundSiteHandler", (SiteHandler,), {"release": self.release})
+        return partial(bound, directory=str(self.root))

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import os
+import random
 import shutil
 import sqlite3
 import stat
@@ -23,16 +24,16 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection
 from django.utils import timezone
 from model_bakery import baker
 
+from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
+from core.management.commands import add as add_command
 from core.models import ArchiveResult, Snapshot, Tag
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -43,18 +44,6 @@ SEED = "http://127.0.0.1:9/page.html"  # never fetched: nothing here runs the or
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def shared_database_url() -> str:
-    """The URL of the test database this process uses, for a subprocess to share it."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    user = quote(db.get("USER") or "", safe="")
-    password = quote(db.get("PASSWORD") or "", safe="")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
 
 
 def manage(
@@ -184,6 +173,23 @@ BAD_INPUTS: list[BadCase] = [
         "not UTF-8",
     ),
     ("missing-file", lambda t: ["--file", str(t / "no-such-file.txt")], "cannot read"),
+    # Issue 3, item 7: hostile input files.
+    (
+        "garbage-10mb-file",
+        lambda t: ["--file", write(t, "garbage.bin", random.Random(7).randbytes(10 * 2**20))],
+        "garbage.bin is binary data, not a list of URLs",
+    ),
+    (
+        "invalid-utf8-file",
+        lambda t: ["--file", write(t, "bad.txt", b"http://a.example/\n\xc3\x28\n")],
+        "bad.txt is not UTF-8 text (line 2, byte 18)",
+    ),
+    (
+        "utf16-file",
+        lambda t: ["--file", write(t, "utf16.txt", "http://a.example/\n".encode("utf-16"))],
+        "utf16.txt is UTF-16 text; save it as UTF-8",
+    ),
+    ("directory-as-file", lambda t: ["--file", str(t)], "Is a directory"),
     ("depth-11", lambda t: ["--depth", "11", SEED], "depth must be between 0 and 10, not 11"),
     ("depth-negative", lambda t: ["--depth", "-1", SEED], "depth must be between 0 and 10"),
     (
@@ -224,6 +230,8 @@ SUBPROCESS_CASES = (
     "data-scheme",
     "empty-file",
     "binary-file",
+    "garbage-10mb-file",
+    "invalid-utf8-file",
     "missing-file",
     "depth-11",
     "urls-and-file",
@@ -315,6 +323,26 @@ def test_add_rejects_a_priority_out_of_range(priority: str) -> None:
 
     with pytest.raises(CommandError, match="priority"):
         call_command("add", "--priority", priority, SEED, stdout=io.StringIO())
+
+    assert Crawl.objects.count() == 0
+    assert source_files() == sources_before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_add_refuses_input_larger_than_its_limit_instead_of_cutting_it(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(add_command, "MAX_INPUT_BYTES", 1024)
+    data = f"{SEED}\n".encode() * 100  # about 3 KiB of valid URLs: cut at 1 KiB, a line breaks
+    path = tmp_path / "urls.txt"
+    path.write_bytes(data)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    args = ["-"] if source == "stdin" else ["--file", str(path)]
+    sources_before = source_files()
+
+    with pytest.raises(CommandError, match=r"^(stdin|\S*urls.txt) is larger than "):
+        call_command("add", *args, stdout=io.StringIO())
 
     assert Crawl.objects.count() == 0
     assert source_files() == sources_before

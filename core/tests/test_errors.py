@@ -10,6 +10,7 @@ from core.extractors.errors import (
     classify_http_status,
     classify_wget_exit,
     timeout_reason,
+    too_large_reason,
 )
 
 
@@ -86,3 +87,18 @@ def test_classify_wget_exit(
 def test_timeout_is_temporary_and_names_the_binary_and_seconds() -> None:
     assert timeout_reason("wget", 2) == (Outcome.TEMPORARY, "wget timed out after 2 s")
     assert timeout_reason("curl", 1.5) == (Outcome.TEMPORARY, "curl timed out after 1.5 s")
+
+
+def test_too_many_redirects_in_wget_is_fatal_whatever_its_exit() -> None:
+    assert classify_wget_exit(8, None, too_many_redirects=True) == (
+        Outcome.FATAL,
+        "wget: too many redirects (exit 8)",
+    )
+    assert classify_wget_exit(0, None, too_many_redirects=True) == (Outcome.SUCCEEDED, "")
+
+
+def test_too_large_is_fatal_and_names_the_setting_and_its_value() -> None:
+    assert too_large_reason(2097152) == (
+        Outcome.FATAL,
+        "download exceeds MAX_DOWNLOAD_BYTES (2097152 bytes)",
+    )

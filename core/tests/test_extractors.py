@@ -219,6 +219,16 @@ def test_wget_refused_connection_is_temporary(out_dir: Path) -> None:
     assert "network failure" in output.error
 
 
+def test_read_log_finds_a_redirect_loop() -> None:
+    log = "10 redirections exceeded.\n"
+
+    main = read_log(log)
+
+    assert main.too_many_redirects
+    assert (main.path, main.http_status) == (None, None)
+    assert not read_log("2024-01-01 10:00:00 ERROR 404: Not Found.\n").too_many_redirects
+
+
 def test_read_log_finds_the_main_file_or_its_error() -> None:
     saved = (
         '2026-01-01 10:00:00 URL:http://a.test/ [816/816] -> "a.test/index.html" [1]\n'

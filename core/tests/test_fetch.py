@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 from core.extractors.errors import Outcome
-from core.extractors.fetch import fetch, header
+from core.extractors.fetch import download_limit, fetch, header
 from core.extractors.process import run_command
-from core.tests.site import RETRY_AFTER_SECONDS, LiveSite
+from core.tests.site import LARGE_FILE_BYTES, RETRY_AFTER_SECONDS, LiveSite
 
 
 def test_fetch_without_a_kept_dump_still_reads_the_final_headers(
@@ -58,3 +58,28 @@ def test_run_command_captures_more_stdout_than_a_pipe_holds(tmp_path: Path) -> N
     assert not done.timed_out
     assert done.exit_code == 0
     assert len(done.stdout) == size
+
+
+def test_download_limit_bounds_each_file_and_twice_that_in_all(settings, tmp_path: Path) -> None:
+    settings.MAX_DOWNLOAD_BYTES = 5000
+
+    limit = download_limit(tmp_path)
+
+    assert (limit.folder, limit.file_bytes, limit.total_bytes) == (tmp_path, 5000, 10000)
+
+
+def test_a_body_within_max_download_bytes_is_kept_whole(
+    live_site: LiveSite, tmp_path: Path, settings
+) -> None:
+    settings.MAX_DOWNLOAD_BYTES = LARGE_FILE_BYTES  # exactly at the limit is still allowed
+
+    result = fetch(
+        live_site.url("/large.bin"),
+        body_path=tmp_path / "body",
+        headers_path=None,
+        log_path=tmp_path / "curl.log",
+        timeout=10,
+    )
+
+    assert result.outcome is Outcome.SUCCEEDED, result.error
+    assert (tmp_path / "body").stat().st_size == LARGE_FILE_BYTES

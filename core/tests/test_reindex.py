@@ -15,14 +15,13 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection
 from model_bakery import baker
 
+from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
 from core.finalize import INDEX_NAME, MANIFEST_NAME, sha256_file, write_manifest
 from core.indexfile import NO_MANIFEST, STALE_MANIFEST
@@ -406,7 +405,7 @@ def test_manage_py_reindex_exits_1_without_a_traceback(live_site: LiveSite) -> N
     snapshot = archived(live_site, "/page2.html").snapshots.get()
     lose_the_database()
     broken = make_folder(str(uuid.uuid4()), {INDEX_NAME: b"\xff\xfe not text"})
-    env = {**os.environ, "DATA_DIR": str(settings.DATA_DIR), "DATABASE_URL": database_url()}
+    env = {**os.environ, "DATA_DIR": str(settings.DATA_DIR), "DATABASE_URL": shared_database_url()}
 
     done = subprocess.run(
         [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "reindex"],
@@ -421,18 +420,6 @@ def test_manage_py_reindex_exits_1_without_a_traceback(live_site: LiveSite) -> N
     assert f"  {broken}: index.json is not valid JSON" in done.stdout
     assert done.stderr.strip() == "CommandError: reindex found 1 problems (listed above)"
     assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.SEALED
-
-
-def database_url() -> str:
-    """The URL of the test database this process uses, for a subprocess to share it."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    user = quote(db.get("USER") or "", safe="")
-    password = quote(db.get("PASSWORD") or "", safe="")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
 
 
 def test_a_crawl_id_taken_by_another_crawl_is_a_problem(live_site: LiveSite) -> None:

@@ -167,7 +167,10 @@ def test_parse_normalizes_every_url() -> None:
         (b"\xef\xbb\xbf", "urls.txt contains no URLs"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "urls.txt is binary data, not a list of URLs"),
         (b"http://a.example/\n\x00\n", "urls.txt is binary data"),
-        (b"http://a.example/\nhttp://b.example/caf\xe9\n", "urls.txt is not UTF-8 text (byte 38)"),
+        (
+            b"http://a.example/\nhttp://b.example/caf\xe9\n",
+            "urls.txt is not UTF-8 text (line 2, byte 38)",
+        ),
     ],
 )
 def test_parse_refuses_input_without_usable_urls(data: bytes, message: str) -> None:

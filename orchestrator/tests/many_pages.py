@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
+from archive.testing import LocalServer
 from core.tests.site import FAVICON_ICO, tiny_png
 
 IMAGES = [tiny_png((40 * k, 255 - 40 * k, 90)) for k in range(5)]
@@ -41,40 +42,28 @@ def page_html(n: int, pages: int) -> str:
     return PAGE_HTML.format(n=n, pages=pages, words=words, image=n % len(IMAGES), links=links)
 
 
-class ManyPagesSite:
+class ManyPagesSite(LocalServer):
     """The running site: ``urls()`` lists every page; ``stop()`` ends it (and any slow wait)."""
 
     def __init__(self, pages: int, *, slow_every: int | None = None, slow_seconds: float = 1.5):
         self.pages = pages
         self.slow_every = slow_every
         self.slow_seconds = slow_seconds
-        self.release = threading.Event()  # set at stop(): slow pages answer at once
         self.requests = 0
         self._lock = threading.Lock()
-        handler = type("BoundHandler", (_Handler,), {"site": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__()  # its ``release`` is set at stop(): slow pages answer at once
 
-    def url(self, n: int) -> str:
-        return f"http://127.0.0.1:{self.port}/page/{n}.html"
+    def handler(self):
+        return type("BoundHandler", (_Handler,), {"site": self})
+
+    def page_url(self, n: int) -> str:
+        return self.url(f"/page/{n}.html")
 
     def urls(self) -> list[str]:
-        return [self.url(n) for n in range(self.pages)]
+        return [self.page_url(n) for n in range(self.pages)]
 
     def is_slow(self, n: int) -> bool:
         return bool(self.slow_every) and n % self.slow_every == 0
-
-    def start(self) -> ManyPagesSite:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
     def count_request(self) -> None:
         with self._lock:

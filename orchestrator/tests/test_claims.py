@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -21,6 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 from model_bakery import baker
 
+from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot
 from crawls.choices import CrawlStatus
@@ -269,18 +269,6 @@ while (record := claim_next(ArchiveResult, lease_seconds=lambda r: 600)) is not 
 """
 
 
-def database_url() -> str:
-    """The URL of the database this test uses (the test database, not the configured one)."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    user = quote(db.get("USER") or "", safe="")
-    password = quote(db.get("PASSWORD") or "", safe="")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
-
-
 def make_due_results(count: int) -> set[int]:
     """Create ``count`` due results (one started crawl, six per snapshot); return their pks."""
     crawl = baker.make(Crawl, status=CrawlStatus.STARTED)
@@ -300,7 +288,7 @@ def race(workers: int) -> list[tuple[list[int], str, int]]:
     """Run ``workers`` claiming processes at once; return each one's (pks, stderr, exit code)."""
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": shared_database_url(),
         "DJANGO_SETTINGS_MODULE": "archive.settings_for_tests",
     }
     processes = [

@@ -29,14 +29,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 from warcio.archiveiterator import ArchiveIterator
 
+from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
 from core.finalize import (
@@ -81,18 +80,6 @@ FAULT_ENV = {
 
 
 # --- one installation: this test's database, a DATA_DIR of its own --------------------------------
-
-
-def shared_database_url() -> str:
-    """The URL of the test database this process uses, for a subprocess to share it."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    user = quote(db.get("USER") or "", safe="")
-    password = quote(db.get("PASSWORD") or "", safe="")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
 
 
 class Installation:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from archive.testing import child_pids, process_cmdline
 from core.finalize import read_manifest, verify_manifest
 from core.tests.site import LiveSite
 from crawls.seeds import normalize_url
@@ -166,38 +167,14 @@ def assert_folder_is_complete(row: dict) -> dict:
     return index
 
 
-def proc_children(pid: int) -> list[int]:
-    """Pids whose parent is ``pid`` (read from /proc, no third-party library)."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after ")".
-        if int(stat.rpartition(")")[2].split()[1]) == pid:
-            children.append(int(entry.name))
-    return children
-
-
-def proc_cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
 def busy_result_actor(orchestrator_pid: int) -> tuple[int, int] | None:
     """The (actor pid, wget pid) of an archiveresult actor of ours that is running wget."""
-    for pid in proc_children(orchestrator_pid):
-        cmd = proc_cmdline(pid)
+    for pid in child_pids(orchestrator_pid):
+        cmd = process_cmdline(pid)
         if "manage.py" not in " ".join(cmd) or cmd[-2:] != ["actor", "archiveresult"]:
             continue
-        for child in proc_children(pid):
-            child_cmd = proc_cmdline(child)
+        for child in child_pids(pid):
+            child_cmd = process_cmdline(child)
             if child_cmd and Path(child_cmd[0]).name == "wget":
                 return pid, child
     return None
@@ -409,7 +386,7 @@ def test_sigterm_stops_a_busy_orchestrator_and_its_extractors(
 
     assert orchestrator.returncode == 0, err
     assert time.monotonic() - signalled < 15  # not the 30 s the extractor was allowed
-    assert "wget" not in " ".join(proc_cmdline(extractor))  # its process group was killed
+    assert "wget" not in " ".join(process_cmdline(extractor))  # its process group was killed
     (row,) = vellum.list_json()
     wget = row["results"]["wget"]
     assert wget["status"] == "backoff", wget
@@ -504,7 +481,7 @@ def test_a_killed_actor_is_recovered_when_its_lease_runs_out(
         _out, err = orchestrator.communicate(timeout=90)
     finally:
         stop(orchestrator)
-        if orphan is not None and "wget" in " ".join(proc_cmdline(orphan)):
+        if orphan is not None and "wget" in " ".join(process_cmdline(orphan)):
             os.kill(orphan, signal.SIGKILL)  # the dead actor's wget, in its own session
 
     assert orchestrator.returncode == 0, err

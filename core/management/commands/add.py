@@ -62,22 +62,28 @@ class Command(BaseCommand):
             )
 
     def _read_input(self, urls: list[str], file: Path | None) -> tuple[bytes, str]:
-        """Return the raw input and its name; exactly one source may be given."""
+        """Return the raw input and its name; exactly one source may be given.
+
+        A file or stdin is read up to MAX_INPUT_BYTES; a larger one is refused (CommandError)
+        rather than cut short in the middle of a line.
+        """
         sources = bool(urls) + (file is not None)
         if sources != 1 or (urls and "-" in urls and len(urls) > 1):
             raise CommandError("give URLs, --file PATH, or - (stdin): exactly one of them")
         if urls == ["-"]:
-            return sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "stdin"
-        if file is not None:
+            data, name, shown = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "stdin", "stdin"
+        elif file is not None:
             try:
                 with open(file, "rb") as handle:
                     data = handle.read(MAX_INPUT_BYTES + 1)
             except OSError as error:
                 raise CommandError(f"cannot read {file}: {error.strerror}") from None
-            if len(data) > MAX_INPUT_BYTES:
-                raise CommandError(f"{file} is larger than {MAX_INPUT_BYTES // 2**20} MiB")
-            return data, file.name
-        return "\n".join(urls).encode(), "command line"
+            name, shown = file.name, str(file)
+        else:
+            return "\n".join(urls).encode(), "command line"
+        if len(data) > MAX_INPUT_BYTES:
+            raise CommandError(f"{shown} is larger than {MAX_INPUT_BYTES // 2**20} MiB")
+        return data, name
 
     def _wait_for(self, crawl) -> None:
         """Run the orchestrator until ``crawl`` is sealed (or held), showing progress."""

@@ -1,0 +1,95 @@
+"""What several apps' tests share: a local HTTP server base, and the test database's URL for the
+orchestrator and command subprocesses a test starts."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote
+
+from django.db import connection
+
+
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port), served from a daemon thread.
+
+    Subclasses return their handler class from ``handler()``; it may refer to the server object
+    (``self``). ``release`` is set by ``stop()`` so that handlers that wait (slow pages) give up.
+    """
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError(f"{type(self).__name__} must return its handler class")
+
+    def url(self, path: str = "/") -> str:
+        """Return ``http://127.0.0.1:<port><path>`` (a missing leading slash is added)."""
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def start(self):
+        """Start serving; return self."""
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Release every waiting handler, stop serving and close the socket."""
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def shared_database_url() -> str:
+    """Return the URL of the database this test process uses (the test database, not the
+    configured one), for a subprocess's DATABASE_URL so that it shares it."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    user = quote(db.get("USER") or "", safe="")
+    password = quote(db.get("PASSWORD") or "", safe="")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
+
+
+# --- processes, read from /proc (Linux) ----------------------------------------------------------
+
+
+def child_pids(pid: int) -> list[int]:
+    """Return the pids whose parent is ``pid``."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after ")".
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            children.append(int(entry.name))
+    return children
+
+
+def process_cmdline(pid: int) -> list[str]:
+    """Return the command line of ``pid`` ([] once it is gone)."""
+    try:
+        raw = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def is_running(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie (dead but not yet reaped)."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"

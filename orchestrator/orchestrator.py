@@ -156,10 +156,15 @@ class Orchestrator:
                 code = process.poll()
                 if code is None:
                     alive.append(process)
-                elif code != 0:
+                elif code != 0 and not self._asked_to_stop(code):
                     self.crashed += 1
                     logger.warning("%s actor pid %d exited with %d", name, process.pid, code)
             self.actors[name] = alive
+
+    def _asked_to_stop(self, code: int) -> bool:
+        """True for an actor that died of the signal shutdown sent it (one still starting up has
+        no handler for it yet): a stop we asked for, not a crash."""
+        return (self.draining or self.stopping) and code in (-signal.SIGINT, -signal.SIGTERM)
 
     def watch_disk(self) -> None:
         """Log when the disk guard starts holding new snapshots back, and when it lifts."""

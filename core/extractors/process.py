@@ -2,26 +2,25 @@
 
 On timeout, when what it writes grows past its limit, or when the actor is asked to stop, the
 whole group is killed (SIGKILL), so a tool that forks helpers (wget, chromium) leaves nothing
-behind (DESIGN.md §3). The command also dies with the process that started it: on Linux it is
-asked to receive SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG), so an actor that is itself
-killed (SIGKILL, out of memory) does not leave a download running in its detached session.
+behind (DESIGN.md §3). The command also dies with the process that started it: util-linux's
+``setpriv --pdeathsig KILL`` asks the kernel to SIGKILL it when its parent dies (prctl
+PR_SET_PDEATHSIG), so an actor that is itself killed (SIGKILL, out of memory) does not leave a
+download running in its detached session; ``prlimit --fsize`` bounds any one file it writes.
+Both are small exec wrappers rather than a ``preexec_fn``, which would make every spawn fork the
+whole actor instead of vfork-ing it (measured: 6.7 ms a command instead of 1.5 ms).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import enum
 import os
-import resource
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -32,20 +31,9 @@ cancel_requested = threading.Event()
 POLL_SECONDS = 0.1
 MAX_CAPTURE_BYTES = 1024 * 1024
 
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    """Return libc's prctl(2) on Linux, else None (looked up once, before any fork)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
+# util-linux, part of every Debian and Ubuntu system; without them commands run unconfined.
+SETPRIV = shutil.which("setpriv")
+PRLIMIT = shutil.which("prlimit")
 
 
 class CommandCancelled(Exception):
@@ -113,17 +101,16 @@ def run_command(
         log.write(f"$ {' '.join(cmd)}\n".encode())
         log.flush()
         process = subprocess.Popen(
-            cmd,
+            _confined(cmd, limit),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=captured if capture_stdout else log,
             stderr=log,
             start_new_session=True,
-            preexec_fn=_child_setup(os.getpid(), limit),
             # The C locale: wget's messages, which its log reader matches, read the same anywhere.
             env={**os.environ, "LC_ALL": "C"},
         )
-        stopped = _wait(process, timeout, limit)
+        stopped = _wait(process, timeout, limit, tool=cmd[0])
         captured.seek(0)
         stdout = captured.read(MAX_CAPTURE_BYTES) if capture_stdout else b""
     too_large = stopped is _Stop.TOO_LARGE or (
@@ -138,30 +125,21 @@ def run_command(
     )
 
 
-def _child_setup(parent_pid: int, limit: OutputLimit | None) -> Callable[[], None]:
-    """Return what the child runs between fork and exec: die with the parent, bound file sizes.
-
-    It runs in the forked child, so it only calls what was looked up before the fork.
-    """
-    file_limit = None if limit is None else limit.file_bytes + 1  # one byte more shows the excess
-
-    def setup() -> None:
-        if _prctl is not None:
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != parent_pid:  # the parent died before the request took effect
-                os.kill(os.getpid(), signal.SIGKILL)
-        if file_limit is not None:
-            _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-            soft = file_limit if hard == resource.RLIM_INFINITY else min(file_limit, hard)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-            # A tool killed by SIGXFSZ would otherwise dump its core into the output folder.
-            _, hard_core = resource.getrlimit(resource.RLIMIT_CORE)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, hard_core))
-
-    return setup
+def _confined(cmd: list[str], limit: OutputLimit | None) -> list[str]:
+    """Return ``cmd`` behind the wrappers that make it die with its parent and, with a
+    ``limit``, stop any one file at ``limit.file_bytes`` (RLIMIT_FSIZE: the kernel refuses the
+    write and sends SIGXFSZ; one byte more than allowed shows the excess) without a core dump."""
+    prefix = []
+    if SETPRIV:
+        prefix += [SETPRIV, "--pdeathsig", "KILL", "--"]
+    if limit is not None and PRLIMIT:
+        prefix += [PRLIMIT, f"--fsize={limit.file_bytes + 1}", "--core=0", "--"]
+    return prefix + cmd
 
 
-def _wait(process: subprocess.Popen, timeout: float, limit: OutputLimit | None) -> _Stop | None:
+def _wait(
+    process: subprocess.Popen, timeout: float, limit: OutputLimit | None, *, tool: str
+) -> _Stop | None:
     """Wait for ``process``; kill its group on timeout, excess output or cancel; say why."""
     deadline = time.monotonic() + timeout
     while True:
@@ -172,7 +150,7 @@ def _wait(process: subprocess.Popen, timeout: float, limit: OutputLimit | None) 
             pass
         if cancel_requested.is_set():
             _kill_group(process)
-            raise CommandCancelled(f"stopped while running {process.args[0]}")
+            raise CommandCancelled(f"stopped while running {tool}")
         if limit is not None and _over(limit):
             _kill_group(process)
             return _Stop.TOO_LARGE

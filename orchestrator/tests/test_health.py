@@ -1,0 +1,52 @@
+"""The orchestrator's health check: which actor exits count as crashes (Orchestrator.reap)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import pytest
+
+from orchestrator.orchestrator import Orchestrator
+
+
+def exited_actor(sig: int) -> subprocess.Popen:
+    """A stand-in actor process, killed by ``sig`` and waited for."""
+    process = subprocess.Popen(["sleep", "30"])
+    process.send_signal(sig)
+    process.wait(timeout=10)
+    return process
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_an_actor_that_dies_while_the_orchestrator_runs_is_a_crash(sig: int) -> None:
+    orchestrator = Orchestrator()
+    orchestrator.actors["archiveresult"].append(exited_actor(sig))
+
+    orchestrator.reap()
+
+    assert orchestrator.crashed == 1
+    assert orchestrator.actors["archiveresult"] == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_actor_stopped_by_the_signal_of_a_shutdown_is_no_crash(sig: int) -> None:
+    """An actor still starting up has no handler yet, and dies of the INT or TERM sent to it."""
+    orchestrator = Orchestrator()
+    orchestrator.draining = True
+    orchestrator.actors["snapshot"].append(exited_actor(sig))
+
+    orchestrator.reap()
+
+    assert orchestrator.crashed == 0
+    assert orchestrator.actors["snapshot"] == []
+
+
+def test_an_actor_killed_during_a_shutdown_is_still_a_crash() -> None:
+    orchestrator = Orchestrator()
+    orchestrator.stopping = True
+    orchestrator.actors["crawl"].append(exited_actor(signal.SIGKILL))
+
+    orchestrator.reap()
+
+    assert orchestrator.crashed == 1

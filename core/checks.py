@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 
 # What each extractor's entry in EXTRACTOR_OPTIONS may set, and the smallest value allowed.
 EXTRACTOR_OPTION_MINIMUMS = {"timeout": 1, "max_attempts": 1}
@@ -49,3 +49,23 @@ def check_extractor_options(app_configs, **kwargs) -> list[Error]:
                     )
                 )
     return errors
+
+
+@register()
+def check_tool_confinement(app_configs, **kwargs) -> list[Warning]:
+    """Warn when util-linux's setpriv or prlimit is missing: extractor tools then run without
+    dying with their actor, or without the kernel's per-file size bound."""
+    from core.extractors import process
+
+    missing = [name for name, path in (("setpriv", process.SETPRIV), ("prlimit", process.PRLIMIT))
+               if path is None]  # fmt: skip
+    if not missing:
+        return []
+    return [
+        Warning(
+            f"{' and '.join(missing)} not found (util-linux): extractor tools run without "
+            "dying with their actor or without the per-file MAX_DOWNLOAD_BYTES bound",
+            hint="Install util-linux (bash .ci/install does).",
+            id="core.W001",
+        )
+    ]

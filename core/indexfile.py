@@ -228,7 +228,7 @@ def _read_crawl(crawl: _Object, crawl_id: int) -> CrawlRecord:
         raise InvalidIndex(f"{crawl.name('id')} is not the snapshot's crawl_id {crawl_id}")
     return CrawlRecord(
         id=crawl_id,
-        seeds=tuple(crawl.texts("seeds", _field(Snapshot, "url"))),
+        seeds=(),  # not in index.json (it would copy every seed into every snapshot): see reindex
         depth=crawl.integer("depth", _field(Crawl, "depth")),
         any_host=crawl.flag("any_host"),
         priority=crawl.integer("priority", _field(Crawl, "priority")),

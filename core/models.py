@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, Value, When
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -163,10 +164,7 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     def retry_failed(self) -> None:
         """Run what failed again (explicit request only): the caller re-queues the failed
         results in the same transaction; finalizing follows once they are final."""
-        self.attempts = 0
-        self.error = ""
-        self.retry_at = timezone.now()
-        self.end_ts = None
+        self._run_again()
 
     @transition(
         field=status,
@@ -179,6 +177,9 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         The caller moves the earlier outputs aside and re-queues the results in the same
         transaction (core.services.snapshot_rearchive).
         """
+        self._run_again()
+
+    def _run_again(self) -> None:
         self.attempts = 0
         self.error = ""
         self.retry_at = timezone.now()
@@ -189,8 +190,19 @@ class ArchiveResultQuerySet(WorkQuerySet):
     ACTIVE_STATES = ResultStatus.active()
 
     def runnable(self) -> ArchiveResultQuerySet:
-        """Active results of crawls that are not held."""
-        return self.active().exclude(snapshot__crawl__status=CrawlStatus.HELD)
+        """Active results of started snapshots of crawls that are not held (a re-archived
+        snapshot's results wait until it starts, behind the disk guard and the window)."""
+        return (
+            self.active()
+            .filter(snapshot__status=SnapshotStatus.STARTED)
+            .exclude(snapshot__crawl__status=CrawlStatus.HELD)
+        )
+
+    def claim_order(self) -> ArchiveResultQuerySet:
+        """Results whose worker died first (still started, lease run out: recovering one takes
+        an instant, and it must not wait behind the whole queue), then DESIGN.md §3's order."""
+        worker_died_first = Case(When(status=ResultStatus.STARTED, then=Value(0)), default=Value(1))
+        return self.order_by(worker_died_first, "-priority", "retry_at", "pk")
 
     def final(self) -> ArchiveResultQuerySet:
         return self.filter(status__in=ResultStatus.final())
@@ -306,9 +318,7 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
     )
     def retry(self) -> None:
         """Try a final result again with a fresh attempt count (explicit request only)."""
-        self.attempts = 0
-        self.error = ""
-        self.retry_at = timezone.now()
+        self._queue_again()
 
     @transition(field=status, source=ResultStatus.final(), target=ResultStatus.QUEUED)
     def rearchive(self, *, moved_to: str) -> None:
@@ -318,11 +328,14 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         output files (``history/<run>/``); the recorded file paths point there.
         """
         self.history = [*self.history, self._run_record(moved_to)]
-        self.attempts = 0
+        self._queue_again()
         self.cmd, self.cmd_version, self.exit_code = [], "", None
         self.output, self.output_files, self.output_size = "", [], 0
-        self.error = ""
         self.start_ts = self.end_ts = None
+
+    def _queue_again(self) -> None:
+        self.attempts = 0
+        self.error = ""
         self.retry_at = timezone.now()
 
     def _run_record(self, moved_to: str) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -80,7 +80,6 @@ class _Planned:
 class _Version1Crawl:
     """What the version-1 snapshots of one crawl tell about it (they carry no crawl block)."""
 
-    roots: list[tuple[datetime, str]] = field(default_factory=list)
     depth: int = 0
     tags: set[str] | None = None
     created_at: datetime | None = None
@@ -88,15 +87,13 @@ class _Version1Crawl:
 
     def add(self, entry: FolderIndex) -> None:
         snapshot = entry.snapshot
-        if snapshot["depth"] == 0:
-            self.roots.append((snapshot["created_at"], snapshot["url"]))
         self.depth = max(self.depth, snapshot["depth"])
         self.tags = set(entry.tags) if self.tags is None else self.tags & set(entry.tags)
         self.created_at = min(filter(None, [self.created_at, snapshot["created_at"]]))
         self.hosts[snapshot["id"]] = (urlsplit(snapshot["url"]).netloc, entry.parent_id)
 
     def record(self, crawl_id: int) -> CrawlRecord:
-        """Seeds: its depth-0 URLs, oldest first; tags: those all its snapshots have; it
+        """Tags: those all its snapshots have; it
         followed links to any host if a child's host differs from its parent's."""
         any_host = any(
             parent in self.hosts and self.hosts[parent][0] != host
@@ -104,7 +101,7 @@ class _Version1Crawl:
         )
         return CrawlRecord(
             id=crawl_id,
-            seeds=tuple(url for _, url in sorted(self.roots)),
+            seeds=(),  # filled in from the depth-0 snapshots, as for version 2
             depth=self.depth,
             any_host=any_host,
             priority=0,
@@ -134,7 +131,12 @@ def archive_reindex(
         report.problems.append((str(archive_dir), f"cannot list the archive: {error.strerror}"))
         return report
     report.folders = len(folders)
-    plan, crawls = _read_all(folders, report, progress)
+    # A live database holds folders mid-work (no index.json yet, or moved to history/ by a
+    # re-archive): the ones it already has are left alone unread.
+    indexed = _existing_snapshots(_uuid_or_none(folder.name) for folder in folders)
+    unindexed = [folder for folder in folders if _uuid_or_none(folder.name) not in indexed]
+    report.already_indexed += len(folders) - len(unindexed)
+    plan, crawls = _read_all(unindexed, report, progress)
     restored_crawls = _restore_all(plan, crawls, report, progress)
     if restored_crawls:
         _reset_crawl_sequence()
@@ -142,11 +144,19 @@ def archive_reindex(
     return report
 
 
+def _uuid_or_none(name: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(name)
+    except ValueError:
+        return None
+
+
 def _read_all(
     folders: list[Path], report: ReindexReport, progress: ProgressCallback
 ) -> tuple[list[_Planned], dict[int, CrawlRecord]]:
     """Read every folder; return what to restore, shallowest first, and every crawl described."""
     plan, described, version1 = [], {}, {}
+    roots: dict[int, list[tuple[datetime, str]]] = {}  # crawl id: its seeds, with their times
     for done, folder in enumerate(folders, 1):
         try:
             entry = read_folder(folder)
@@ -155,6 +165,10 @@ def _read_all(
         else:
             crawl_id = entry.snapshot["crawl_id"]
             plan.append(_Planned(folder, entry.snapshot["id"], crawl_id, entry.snapshot["depth"]))
+            if entry.snapshot["depth"] == 0:
+                roots.setdefault(crawl_id, []).append(
+                    (entry.snapshot["created_at"], entry.snapshot["url"])
+                )
             if entry.crawl is not None:
                 described.setdefault(crawl_id, entry.crawl)
             else:
@@ -162,6 +176,9 @@ def _read_all(
         progress("reading", done, len(folders))
     crawls = {crawl_id: parts.record(crawl_id) for crawl_id, parts in version1.items()}
     crawls.update(described)  # a crawl block says more than its version-1 snapshots
+    for crawl_id, record in crawls.items():  # the seeds: its depth-0 snapshots, oldest first
+        seeds = tuple(url for _, url in sorted(roots.get(crawl_id, [])))
+        crawls[crawl_id] = replace(record, seeds=seeds)
     plan.sort(key=lambda planned: (planned.depth, planned.folder.name))
     return plan, crawls
 
@@ -217,8 +234,15 @@ def _restore_all(
     return created_crawls
 
 
-def _existing_snapshots(ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
-    return set(Snapshot.objects.filter(pk__in=list(ids)).values_list("pk", flat=True))
+def _existing_snapshots(ids: Iterable[uuid.UUID | None]) -> set[uuid.UUID]:
+    """Return which of ``ids`` (None ignored) are snapshots in the database, asking in batches
+    (SQLite limits the parameters of one query)."""
+    wanted = [pk for pk in ids if pk is not None]
+    found = set()
+    for start in range(0, len(wanted), BATCH_SIZE):
+        batch = wanted[start : start + BATCH_SIZE]
+        found.update(Snapshot.objects.filter(pk__in=batch).values_list("pk", flat=True))
+    return found
 
 
 def _restore_entries(

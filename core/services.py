@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django_fsm import TransitionNotAllowed
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
@@ -30,7 +29,9 @@ from crawls.seeds import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
 
-INDEX_VERSION = 2  # 2: results carry their earlier runs ("history") and the crawl is described
+# 2: results carry their earlier runs ("history") and the crawl is described, but for its seeds:
+# those are the depth-0 snapshots' URLs (each folder holding every seed would grow as seeds²).
+INDEX_VERSION = 2
 HISTORY_DIR = "history"  # earlier runs' files, in the snapshot folder (snapshot_rearchive)
 LEASE_EXPIRED = "worker stopped before finishing (lease expired)"
 
@@ -87,7 +88,8 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
     MAX_ATTEMPTS the snapshot fails with the reason.
     """
     if snapshot.attempts >= settings.MAX_ATTEMPTS:
-        reason = snapshot.error or LEASE_EXPIRED
+        # The last attempt neither sealed nor failed: its worker died.
+        reason = LEASE_EXPIRED + (f"; before that: {snapshot.error}" if snapshot.error else "")
         _finalizing_failed(snapshot, f"attempts exhausted ({snapshot.attempts}): {reason}")
         return
     with transaction.atomic():
@@ -129,25 +131,25 @@ def snapshot_rearchive(*, snapshot: Snapshot) -> str:
 
     Every result starts a new run, keeping the earlier one's record in its ``history``; the
     earlier files (outputs, logs, ``index.json``) move to ``history/<run>/`` in the snapshot
-    folder, where the next manifest covers them too. Moving is repeatable, so a crash before
-    the database commit loses nothing: asking again finishes the job. A sealed crawl reopens.
-    Raises TransitionNotAllowed when the snapshot is not sealed or failed.
+    folder, where the next manifest covers them too. The transition comes first, so a snapshot
+    that changed meanwhile raises before anything moves; moving is repeatable, so a crash before
+    the commit loses nothing: asking again finishes the job. A sealed crawl reopens. Raises
+    TransitionNotAllowed when the snapshot is not sealed or failed, ConcurrentTransition when
+    another process changed it since it was read.
     """
-    if snapshot.status not in SnapshotStatus.final():
-        raise TransitionNotAllowed(f"snapshot {snapshot.pk} is {snapshot.status}, not final")
     started = snapshot.start_ts or snapshot.created_at
     moved_to = f"{HISTORY_DIR}/{started.strftime('%Y%m%dT%H%M%S.%fZ')}"
     folder = snapshot.output_dir
-    results = list(snapshot.results.all())
-    for name in [result.extractor for result in results] + ["logs", INDEX_NAME]:
-        _move_aside(folder / name, folder / moved_to / name)
     with transaction.atomic():
+        _reopen_crawl(snapshot.crawl_id)
         snapshot.rearchive()
         snapshot.save()
+        results = list(snapshot.results.all())
+        for name in [result.extractor for result in results] + ["logs", INDEX_NAME]:
+            _move_aside(folder / name, folder / moved_to / name)
         for result in results:
             result.rearchive(moved_to=moved_to)
             result.save()
-        _reopen_crawl(snapshot.crawl_id)
     logger.info("snapshot %s queued again; its earlier run is in %s", snapshot.pk, moved_to)
     return moved_to
 
@@ -161,19 +163,23 @@ def snapshot_retry_failed(*, snapshot: Snapshot) -> int:
     TransitionNotAllowed when the snapshot is still in progress.
     """
     with transaction.atomic():
+        _reopen_crawl(snapshot.crawl_id)
         snapshot.retry_failed()
         snapshot.save()
         failed = list(snapshot.results.filter(status=ResultStatus.FAILED))
         for result in failed:
             result.retry()
             result.save()
-        _reopen_crawl(snapshot.crawl_id)
     logger.info("snapshot %s: %d failed results queued again", snapshot.pk, len(failed))
     return len(failed)
 
 
 def _reopen_crawl(crawl_id: int) -> None:
-    """Reopen a sealed crawl whose snapshot runs again (call inside a transaction)."""
+    """Reopen a sealed crawl whose snapshot runs again (call inside a transaction, first).
+
+    The crawl row stays locked until the commit, and crawl_tick locks it before it seals, so a
+    crawl is never sealed with a snapshot of it queued again at the same moment.
+    """
     crawl = Crawl.objects.select_for_update().get(pk=crawl_id)
     if crawl.status == CrawlStatus.SEALED:
         crawl.reopen()
@@ -181,9 +187,14 @@ def _reopen_crawl(crawl_id: int) -> None:
 
 
 def _move_aside(source: Path, target: Path) -> None:
-    """Move ``source`` to ``target`` unless it is gone already (a repeated call is a no-op)."""
-    if not source.exists() or target.exists():
+    """Move ``source`` to ``target``; a no-op when it moved already (a repeated call).
+
+    Raises FileExistsError when both exist: moving would lose one of the two.
+    """
+    if not source.exists():
         return
+    if target.exists():
+        raise FileExistsError(f"cannot move {source} aside: {target} exists already")
     target.parent.mkdir(parents=True, exist_ok=True)
     source.rename(target)
 
@@ -222,7 +233,6 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
         "vellum_index_version": INDEX_VERSION,
         "crawl": {
             "id": crawl.pk,
-            "seeds": crawl.seed_list(),
             "depth": crawl.depth,
             "any_host": crawl.any_host,
             "priority": crawl.priority,
@@ -467,4 +477,10 @@ def _keep_logs(work_dir: Path, logs_dir: Path, stem: str) -> None:
     for index, log in enumerate(sorted(work_dir.glob("*.log"))):
         logs_dir.mkdir(parents=True, exist_ok=True)
         suffix = f"-{index}" if index else ""
-        shutil.move(str(log), logs_dir / f"{stem}{suffix}.log")
+        target = logs_dir / f"{stem}{suffix}.log"
+        # A retried result counts its attempts from 1 again: keep the earlier run's log too.
+        retry = 1
+        while target.exists():
+            retry += 1
+            target = logs_dir / f"{stem}{suffix}.run{retry}.log"
+        shutil.move(str(log), target)

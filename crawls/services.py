@@ -91,14 +91,27 @@ def crawl_tick(*, crawl: Crawl) -> None:
     if crawl.status == CrawlStatus.QUEUED:
         crawl_start(crawl=crawl)
     elif crawl.status == CrawlStatus.STARTED:
-        if crawl.all_snapshots_final():
-            with transaction.atomic():
-                crawl.seal(report=crawl_report(crawl=crawl))
-                crawl.save()
+        if crawl.all_snapshots_final() and crawl_seal(crawl=crawl):
             logger.info("crawl %s sealed", crawl.pk)
         else:
             crawl.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
             crawl.save(update_fields=["retry_at", "modified_at"])
+
+
+def crawl_seal(*, crawl: Crawl) -> bool:
+    """Seal ``crawl`` with its report if every snapshot of it is final; return True if sealed.
+
+    The crawl row is locked first and the guard checked again under the lock: a re-archive or a
+    retry locks it too before it queues a snapshot of this crawl (core.services._reopen_crawl),
+    so the two never cross (on PostgreSQL's READ COMMITTED they otherwise could).
+    """
+    with transaction.atomic():
+        Crawl.objects.select_for_update().filter(pk=crawl.pk).exists()
+        if not crawl.all_snapshots_final():
+            return False
+        crawl.seal(report=crawl_report(crawl=crawl))
+        crawl.save()
+    return True
 
 
 def crawl_start(*, crawl: Crawl) -> None:

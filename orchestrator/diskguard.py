@@ -6,11 +6,19 @@ the hold lifts by itself as soon as space returns: it is read afresh on every ch
 
 from __future__ import annotations
 
+import logging
+import math
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+MEASURE_EVERY_SECONDS = 1.0  # disk_held() is on the claim path: one statvfs a second is plenty
+_last_measured: tuple[float, float] | None = None  # (monotonic time, used percent)
 
 
 @dataclass(frozen=True)
@@ -49,5 +57,17 @@ def disk_usage(path: Path | None = None) -> DiskUsage:
 
 
 def disk_held() -> bool:
-    """True while the disk guard holds new snapshots back."""
-    return disk_usage().held
+    """True while the disk guard holds new snapshots back.
+
+    The disk is measured at most once a second per process; one that cannot be measured
+    (OSError) counts as full, with a warning in the log.
+    """
+    global _last_measured
+    now = time.monotonic()
+    if _last_measured is None or now - _last_measured[0] >= MEASURE_EVERY_SECONDS:
+        try:
+            _last_measured = (now, disk_usage().used_percent)
+        except OSError as error:
+            logger.warning("cannot measure the disk holding %s: %s", settings.DATA_DIR, error)
+            _last_measured = (now, math.inf)  # held whatever the limit
+    return _last_measured[1] > settings.DISK_HOLD_PERCENT

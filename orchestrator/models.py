@@ -8,7 +8,6 @@ record means an actor owns it, or that it waits for a retry; ``NULL`` means fina
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Case, Value, When
 from django.utils import timezone
 
 
@@ -16,7 +15,6 @@ class WorkQuerySet(models.QuerySet):
     """Named filters every work item shares; each model says which states are active."""
 
     ACTIVE_STATES: tuple[str, ...] = ()
-    STARTED_STATE = "started"  # every work item's state while an actor works on it
 
     def active(self) -> WorkQuerySet:
         """Records not yet in a final state."""
@@ -40,14 +38,8 @@ class WorkQuerySet(models.QuerySet):
         return dict(grouped.values_list("status", "n"))
 
     def claim_order(self) -> WorkQuerySet:
-        """Started records first, then highest priority, then the longest waiting (DESIGN §3).
-
-        A due record that is still started lost its worker (its lease ran out), or is a crawl
-        or snapshot waiting on its children: both take an instant to tick, and a record whose
-        worker died must not wait behind the whole queue to be recovered.
-        """
-        started_first = Case(When(status=self.STARTED_STATE, then=Value(0)), default=Value(1))
-        return self.order_by(started_first, "-priority", "retry_at", "pk")
+        """Highest priority first, then the record that has waited longest (DESIGN.md §3)."""
+        return self.order_by("-priority", "retry_at", "pk")
 
 
 class WorkItem(models.Model):

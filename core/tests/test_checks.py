@@ -107,3 +107,16 @@ def test_commands_on_a_data_dir_never_initialized_say_to_run_init(
     assert completed.returncode == 1
     assert "run `python manage.py init` first" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_missing_confinement_tools_are_a_warning(monkeypatch) -> None:
+    from core.checks import check_tool_confinement
+    from core.extractors import process
+
+    assert check_tool_confinement(None) == []  # util-linux is installed here
+    monkeypatch.setattr(process, "PRLIMIT", None)
+
+    (warning,) = check_tool_confinement(None)
+
+    assert warning.id == "core.W001"
+    assert warning.msg.startswith("prlimit not found (util-linux)")

@@ -555,18 +555,21 @@ def test_status_json_counts_every_state(db) -> None:
     now = timezone.now()
     crawl = baker.make(Crawl, status=CrawlStatus.STARTED, retry_at=now + timedelta(seconds=60))
     baker.make(Crawl, status=CrawlStatus.HELD)
-    queued = baker.make(Snapshot, crawl=crawl, retry_at=now - timedelta(seconds=1))
+    baker.make(Snapshot, crawl=crawl, retry_at=now - timedelta(seconds=1))
     baker.make(Snapshot, crawl=crawl, status=SnapshotStatus.SEALED, retry_at=None)
-    baker.make(ArchiveResult, snapshot=queued, extractor="wget", retry_at=now)
+    started = baker.make(
+        Snapshot, crawl=crawl, status=SnapshotStatus.STARTED, retry_at=now + timedelta(seconds=60)
+    )
+    baker.make(ArchiveResult, snapshot=started, extractor="wget", retry_at=now)
     baker.make(
         ArchiveResult,
-        snapshot=queued,
+        snapshot=started,
         extractor="title",
         status=ResultStatus.BACKOFF,
         retry_at=now + timedelta(seconds=60),
     )
     baker.make(
-        ArchiveResult, snapshot=queued, extractor="headers", status=ResultStatus.SKIPPED,
+        ArchiveResult, snapshot=started, extractor="headers", status=ResultStatus.SKIPPED,
         retry_at=None,
     )  # fmt: skip
     out = io.StringIO()
@@ -577,7 +580,7 @@ def test_status_json_counts_every_state(db) -> None:
     assert counts["data_dir"] == str(settings.DATA_DIR)
     assert counts["crawl"] == {"queued": 0, "started": 1, "sealed": 0, "held": 1, "due": 0}
     assert counts["snapshot"] == {
-        "queued": 1, "started": 0, "finalizing": 0, "sealed": 1, "failed": 0, "due": 1,
+        "queued": 1, "started": 1, "finalizing": 0, "sealed": 1, "failed": 0, "due": 1,
     }  # fmt: skip
     assert counts["archiveresult"] == {
         "queued": 1, "started": 0, "backoff": 1, "succeeded": 0, "failed": 0, "skipped": 1,

@@ -14,7 +14,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from django_fsm import TransitionNotAllowed
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
@@ -284,3 +284,56 @@ def test_retry_failed_also_refinalizes_a_snapshot_whose_finalizing_failed(
 
     assert snapshot.status == SnapshotStatus.SEALED
     assert verify_manifest(snapshot.output_dir) == []
+
+
+def test_rearchive_of_a_stale_copy_raises_and_moves_nothing(live_site: LiveSite) -> None:
+    """Another process changed the snapshot since this copy was read (here: a retry)."""
+    snapshot = sealed_snapshot(live_site)
+    stale = Snapshot.objects.get(pk=snapshot.pk)
+    snapshot_retry_failed(snapshot=snapshot)
+
+    with pytest.raises(ConcurrentTransition):
+        snapshot_rearchive(snapshot=stale)
+
+    assert (snapshot.output_dir / "headers" / "headers.json").is_file()
+    assert not (snapshot.output_dir / "history").exists()
+    assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.STARTED
+
+
+def test_results_of_a_rearchived_snapshot_wait_until_it_starts(live_site: LiveSite) -> None:
+    snapshot = sealed_snapshot(live_site)
+    snapshot_rearchive(snapshot=snapshot)
+
+    waiting = set(ArchiveResult.objects.due().filter(snapshot=snapshot))
+    snapshot_tick(snapshot=Snapshot.objects.get(pk=snapshot.pk))  # queued -> started
+    due = set(ArchiveResult.objects.due().filter(snapshot=snapshot))
+
+    assert waiting == set()
+    assert due == set(snapshot.results.all())
+
+
+def test_rearchive_refuses_to_overwrite_an_earlier_run(live_site: LiveSite) -> None:
+    snapshot = sealed_snapshot(live_site)
+    run = f"history/{snapshot.start_ts.strftime('%Y%m%dT%H%M%S.%fZ')}"
+    (snapshot.output_dir / run / "title").mkdir(parents=True)  # both places hold a title
+
+    with pytest.raises(FileExistsError, match="exists already"):
+        snapshot_rearchive(snapshot=snapshot)
+
+    assert (snapshot.output_dir / "title").is_dir()
+    assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.SEALED
+
+
+def test_a_retried_result_keeps_the_earlier_runs_logs(live_site: LiveSite, settings) -> None:
+    settings.MAX_ATTEMPTS = 1
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, seeds=live_site.url("/missing"))
+    snapshot = baker.make(Snapshot, crawl=crawl, url=live_site.url("/missing"))
+    snapshot = archive_fully(snapshot)
+    first_log = (snapshot.output_dir / "logs" / "title.1.log").read_text()
+
+    snapshot_retry_failed(snapshot=snapshot)
+    archive_fully(snapshot)
+
+    logs = snapshot.output_dir / "logs"
+    assert (logs / "title.1.log").read_text() == first_log
+    assert (logs / "title.1.run2.log").is_file()

@@ -247,6 +247,20 @@ def test_reindex_on_a_live_database_leaves_every_row_alone(live_site: LiveSite) 
     assert database_rows() == before
 
 
+def test_snapshots_at_work_on_a_live_database_are_no_problem(live_site: LiveSite) -> None:
+    """A re-archived snapshot's index.json moved to history/; a new one has none yet."""
+    crawl = archived(live_site, "/page2.html")
+    snapshot_rearchive(snapshot=crawl.snapshots.get())
+    fresh = baker.make(Snapshot, crawl=crawl, url=live_site.url("/page3.html"))
+    (fresh.output_dir / ".tmp-wget-1").mkdir(parents=True)
+
+    output = reindex()
+
+    assert output == (
+        "Restored 0 snapshots (0 results) in 0 crawls; 2 already indexed; 0 problems.\n"
+    )
+
+
 def test_a_lost_snapshot_rejoins_its_crawl_which_is_left_alone(live_site: LiveSite) -> None:
     crawl = archived(live_site, "/page2.html", "/page3.html")
     lost = crawl.snapshots.get(url=live_site.url("/page3.html"))

@@ -14,7 +14,7 @@ from core.models import ArchiveResult, Snapshot, Tag
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import InputError
-from crawls.services import crawl_create, crawl_tick
+from crawls.services import crawl_create, crawl_seal, crawl_tick
 
 pytestmark = pytest.mark.django_db
 
@@ -307,3 +307,14 @@ def test_tick_leaves_a_sealed_crawl_alone() -> None:
     assert crawl.status == CrawlStatus.SEALED
     assert crawl.report == {"kept": True}
     assert not crawl.snapshots.exists()
+
+
+def test_seal_checks_again_under_the_lock_and_refuses_when_a_snapshot_came_back() -> None:
+    """crawl_tick saw every snapshot final; a re-archive queued one before the seal's lock."""
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, seeds="http://a.example/")
+    baker.make(Snapshot, crawl=crawl, url="http://a.example/", status=SnapshotStatus.QUEUED)
+
+    sealed = crawl_seal(crawl=crawl)
+
+    assert sealed is False
+    assert Crawl.objects.get(pk=crawl.pk).status == CrawlStatus.STARTED

@@ -41,9 +41,17 @@ def lease(_record) -> float:
 
 
 def make_result(*, ago: float = 0, **fields) -> ArchiveResult:
-    """A queued result of a queued crawl, due ``ago`` seconds ago (unless fields say otherwise)."""
+    """A queued result of a started snapshot, due ``ago`` seconds ago (unless fields say
+    otherwise): results are claimable only while their snapshot is started."""
     fields.setdefault("retry_at", timezone.now() - timedelta(seconds=ago))
+    if "snapshot" not in fields:
+        fields["snapshot"] = started_snapshot()
     return baker.make(ArchiveResult, **fields)
+
+
+def started_snapshot(crawl: Crawl | None = None, **fields) -> Snapshot:
+    crawl = crawl or baker.make(Crawl, status=CrawlStatus.STARTED)
+    return baker.make(Snapshot, crawl=crawl, status=SnapshotStatus.STARTED, **fields)
 
 
 def claim_all(model=ArchiveResult) -> list:
@@ -96,14 +104,12 @@ def test_a_final_record_is_not_claimed_even_with_a_past_retry_at(status: str) ->
 
 def test_records_of_a_held_crawl_are_not_claimed() -> None:
     held = baker.make(Crawl, status=CrawlStatus.HELD)
-    held_snapshot = baker.make(Snapshot, crawl=held, retry_at=timezone.now())
-    make_result(snapshot=held_snapshot, ago=60, priority=9)
-    running = baker.make(Crawl, status=CrawlStatus.STARTED)
-    free = make_result(snapshot=baker.make(Snapshot, crawl=running), ago=1)
+    make_result(snapshot=started_snapshot(held), ago=60, priority=9)
+    free = make_result(ago=1)
 
     assert [r.pk for r in claim_all()] == [free.pk]
     assert [s.pk for s in claim_all(Snapshot)] == [free.snapshot_id]
-    assert [c.pk for c in claim_all(Crawl)] == [running.pk]
+    assert [c.pk for c in claim_all(Crawl)] == [free.snapshot.crawl_id]
 
 
 @override_settings(MAX_STARTED_SNAPSHOTS=2)
@@ -272,7 +278,12 @@ while (record := claim_next(ArchiveResult, lease_seconds=lambda r: 600)) is not 
 def make_due_results(count: int) -> set[int]:
     """Create ``count`` due results (one started crawl, six per snapshot); return their pks."""
     crawl = baker.make(Crawl, status=CrawlStatus.STARTED)
-    snapshots = baker.make(Snapshot, crawl=crawl, _quantity=-(-count // len(EXTRACTOR_NAMES)))
+    snapshots = baker.make(
+        Snapshot,
+        crawl=crawl,
+        status=SnapshotStatus.STARTED,
+        _quantity=-(-count // len(EXTRACTOR_NAMES)),
+    )
     past = timezone.now() - timedelta(seconds=1)
     rows = [
         ArchiveResult(snapshot=snapshot, extractor=name, retry_at=past, priority=i % 3)

@@ -22,6 +22,7 @@ from core.choices import SnapshotStatus
 from core.models import Snapshot
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
+from orchestrator import diskguard
 from orchestrator.actor import Actor
 from orchestrator.diskguard import disk_held, disk_usage
 from orchestrator.orchestrator import Orchestrator
@@ -145,3 +146,15 @@ def test_the_orchestrator_logs_when_the_hold_starts_and_lifts(settings, caplog) 
     assert len(messages) == 2
     assert messages[0].startswith("disk guard holding new snapshots:")
     assert messages[1].startswith("disk guard open:")
+
+
+def test_a_disk_that_cannot_be_measured_counts_as_held(settings, tmp_path: Path, caplog) -> None:
+    settings.DATA_DIR = tmp_path / "gone"  # statvfs fails: no such folder
+    settings.DISK_HOLD_PERCENT = 100
+    diskguard._last_measured = None  # measure now, not the cached figure
+
+    held = disk_held()
+
+    assert held is True
+    assert "cannot measure the disk holding" in caplog.text
+    diskguard._last_measured = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.table import Table
 
@@ -25,7 +25,11 @@ class Command(BaseCommand):
     def handle(self, *args, as_json: bool, **options):
         require_migrated_database()
         counts = status_counts()
-        disk = disk_usage()
+        try:
+            disk = disk_usage()
+        except OSError as error:
+            reason = f"Cannot measure the disk holding {settings.DATA_DIR}: {error}"
+            raise CommandError(reason) from None
         if as_json:
             guard = {
                 "path": str(disk.path),

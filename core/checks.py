@@ -5,8 +5,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-# What each extractor's entry in EXTRACTOR_OPTIONS may set, and the smallest value allowed.
+# What each extractor's entry in EXTRACTOR_OPTIONS may set: integers with their smallest value,
+# and flags.
 EXTRACTOR_OPTION_MINIMUMS = {"timeout": 1, "max_attempts": 1}
+EXTRACTOR_OPTION_FLAGS = ("enabled",)
 
 
 @register()
@@ -29,26 +31,32 @@ def check_extractor_options(app_configs, **kwargs) -> list[Error]:
         if not isinstance(options, dict):
             errors.append(Error(f"EXTRACTOR_OPTIONS[{name!r}] must be an object", id="core.E002"))
             continue
-        for key, value in options.items():
-            minimum = EXTRACTOR_OPTION_MINIMUMS.get(key)
-            if minimum is None:
-                allowed = ", ".join(EXTRACTOR_OPTION_MINIMUMS)
-                errors.append(
-                    Error(
-                        f"EXTRACTOR_OPTIONS[{name!r}] has an unknown key {key!r} "
-                        f"(allowed: {allowed})",
-                        id="core.E003",
-                    )
-                )
-            elif isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                errors.append(
-                    Error(
-                        f"EXTRACTOR_OPTIONS[{name!r}][{key!r}] must be an integer "
-                        f"of at least {minimum}, not {value!r}",
-                        id="core.E004",
-                    )
-                )
+        errors += [
+            error
+            for key, value in options.items()
+            if (error := _option_error(name, key, value)) is not None
+        ]
     return errors
+
+
+def _option_error(name: str, key: str, value) -> Error | None:
+    """The error in one ``EXTRACTOR_OPTIONS[name][key] = value``, or None when it is valid."""
+    where = f"EXTRACTOR_OPTIONS[{name!r}][{key!r}]"
+    if key in EXTRACTOR_OPTION_FLAGS:
+        if isinstance(value, bool):
+            return None
+        return Error(f"{where} must be true or false, not {value!r}", id="core.E005")
+    minimum = EXTRACTOR_OPTION_MINIMUMS.get(key)
+    if minimum is None:
+        allowed = ", ".join([*EXTRACTOR_OPTION_MINIMUMS, *EXTRACTOR_OPTION_FLAGS])
+        return Error(
+            f"EXTRACTOR_OPTIONS[{name!r}] has an unknown key {key!r} (allowed: {allowed})",
+            id="core.E003",
+        )
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        return Error(f"{where} must be an integer of at least {minimum}, not {value!r}",
+                     id="core.E004")  # fmt: skip
+    return None
 
 
 @register()

@@ -79,8 +79,15 @@ class Extractor:
         path = find_binary(name)
         return binary_version(path) if path else ""
 
+    @property
+    def enabled(self) -> bool:
+        """False when EXTRACTOR_OPTIONS turns this extractor off (its results are skipped)."""
+        return self.options.get("enabled", True)
+
     def should_run(self, snapshot: HasURL) -> tuple[bool, str]:
         """Return (True, "") if this extractor applies, else (False, reason for skipping)."""
+        if not self.enabled:
+            return False, "disabled in EXTRACTOR_OPTIONS"
         for binary in self.binaries:
             if find_binary(binary) is None:
                 return False, f"{binary} not found"

@@ -44,7 +44,10 @@ def test_env_json_object_rejects_what_is_not_an_object(monkeypatch, raw, message
 
 
 def test_valid_options_pass_the_check(settings) -> None:
-    settings.EXTRACTOR_OPTIONS = {"wget": {"timeout": 120, "max_attempts": 5}, "title": {}}
+    settings.EXTRACTOR_OPTIONS = {
+        "wget": {"timeout": 120, "max_attempts": 5, "enabled": True},
+        "title": {"enabled": False},
+    }
 
     assert check_extractor_options(None) == []
 
@@ -58,6 +61,7 @@ def test_valid_options_pass_the_check(settings) -> None:
         ({"wget": {"timeout": 0}}, "core.E004", "must be an integer of at least 1, not 0"),
         ({"wget": {"max_attempts": "3"}}, "core.E004", "not '3'"),
         ({"wget": {"max_attempts": True}}, "core.E004", "not True"),
+        ({"wget": {"enabled": "no"}}, "core.E005", "must be true or false, not 'no'"),
     ],
 )
 def test_bad_options_are_reported(settings, options, error_id, message) -> None:

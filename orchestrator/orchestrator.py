@@ -53,6 +53,7 @@ class Orchestrator:
         self.spawned = 0
         self.crashed = 0
         self.disk_held = False
+        self.shutting_down = False  # set once shutdown() signals the actors
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -118,6 +119,7 @@ class Orchestrator:
     def shutdown(self) -> None:
         """Ask the actors to drain (or stop), wait for them, and kill what is left."""
         sig = signal.SIGTERM if self.stopping else signal.SIGINT
+        self.shutting_down = True
         running = self.running()
         for process in running:
             _send(process, sig)
@@ -164,7 +166,7 @@ class Orchestrator:
     def _asked_to_stop(self, code: int) -> bool:
         """True for an actor that died of the signal shutdown sent it (one still starting up has
         no handler for it yet): a stop we asked for, not a crash."""
-        return (self.draining or self.stopping) and code in (-signal.SIGINT, -signal.SIGTERM)
+        return self.shutting_down and code in (-signal.SIGINT, -signal.SIGTERM)
 
     def watch_disk(self) -> None:
         """Log when the disk guard starts holding new snapshots back, and when it lifts."""

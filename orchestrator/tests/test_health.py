@@ -33,7 +33,7 @@ def test_an_actor_that_dies_while_the_orchestrator_runs_is_a_crash(sig: int) -> 
 def test_an_actor_stopped_by_the_signal_of_a_shutdown_is_no_crash(sig: int) -> None:
     """An actor still starting up has no handler yet, and dies of the INT or TERM sent to it."""
     orchestrator = Orchestrator()
-    orchestrator.draining = True
+    orchestrator.shutting_down = True
     orchestrator.actors["snapshot"].append(exited_actor(sig))
 
     orchestrator.reap()
@@ -44,7 +44,7 @@ def test_an_actor_stopped_by_the_signal_of_a_shutdown_is_no_crash(sig: int) -> N
 
 def test_an_actor_killed_during_a_shutdown_is_still_a_crash() -> None:
     orchestrator = Orchestrator()
-    orchestrator.stopping = True
+    orchestrator.shutting_down = True
     orchestrator.actors["crawl"].append(exited_actor(signal.SIGKILL))
 
     orchestrator.reap()

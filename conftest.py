@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from archive.testing import postgres_problem
 from core.tests.site import LiveSite
 
 
@@ -55,18 +56,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _postgres_unreachable() -> str | None:
-    import psycopg
-
     database = settings.DATABASES["default"]
-    try:
-        psycopg.connect(
-            host=database.get("HOST") or None,
-            port=database.get("PORT") or None,
-            user=database.get("USER") or None,
-            password=database.get("PASSWORD") or None,
-            dbname="postgres",
-            connect_timeout=3,
-        ).close()
-    except psycopg.Error as error:
-        return str(error).splitlines()[0]
-    return None
+    return postgres_problem(
+        host=database.get("HOST") or None,
+        port=database.get("PORT") or None,
+        user=database.get("USER") or None,
+        password=database.get("PASSWORD") or None,
+        dbname="postgres",  # the test database does not exist yet
+    )

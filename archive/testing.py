@@ -45,6 +45,18 @@ class LocalServer:
         self.thread.join(timeout=5)
 
 
+def postgres_problem(**params) -> str | None:
+    """Connect to PostgreSQL with psycopg's ``params`` (``conninfo=`` a URL, or host, port,
+    user...); return the first line of the error, or None when the server answers."""
+    import psycopg
+
+    try:
+        psycopg.connect(connect_timeout=3, **params).close()
+    except psycopg.Error as error:
+        return str(error).splitlines()[0]
+    return None
+
+
 def shared_database_url() -> str:
     """Return the URL of the database this test process uses (the test database, not the
     configured one), for a subprocess's DATABASE_URL so that it shares it."""

@@ -87,8 +87,12 @@ def write_manifest(folder: Path) -> str:
 
 def read_manifest(folder: Path) -> dict[str, str]:
     """Return ``{relative path: sha256}`` from ``folder``'s manifest (paths decoded)."""
+    return parse_manifest((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+
+
+def parse_manifest(text: str) -> dict[str, str]:
+    """Return ``{relative path: sha256}`` from a manifest's text (paths decoded)."""
     entries = {}
-    text = (folder / MANIFEST_NAME).read_text(encoding="utf-8")
     # Only LF ends a line (RFC 8493 §2.1.3); str.splitlines() would also split at \x1c, U+2028...
     for line in text.split("\n"):
         if not line:

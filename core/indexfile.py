@@ -18,7 +18,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.finalize import INDEX_NAME, MANIFEST_NAME, read_manifest
+from core.finalize import INDEX_NAME, MANIFEST_NAME, parse_manifest
 from core.models import ArchiveResult, Snapshot, Tag
 from crawls.models import Crawl
 
@@ -285,7 +285,7 @@ def _state_from_manifest(folder: Path, index_bytes: bytes) -> tuple[str, str, st
     """Return ``(status, error, manifest_sha256)`` for the snapshot in ``folder``."""
     try:
         manifest = (folder / MANIFEST_NAME).read_bytes()
-        listed = read_manifest(folder).get(INDEX_NAME)
+        listed = parse_manifest(manifest.decode("utf-8")).get(INDEX_NAME)
     except FileNotFoundError:
         return SnapshotStatus.FAILED, NO_MANIFEST, ""
     except (OSError, UnicodeDecodeError) as error:

@@ -182,9 +182,12 @@ USER_AGENT = env_str(
 )
 # Extractor names to run, in registry order; empty means every available one.
 EXTRACTORS = env_list("EXTRACTORS", [])
-# Per-extractor overrides, as JSON: {"wget": {"timeout": 120, "max_attempts": 5}}. Names and
-# keys are checked at start-up (core/checks.py).
+# Per-extractor overrides, as JSON: {"wget": {"timeout": 120, "max_attempts": 5, "enabled": true,
+# "user_agent": "...", "arguments": ["--header=X: y"]}}. Names and keys are checked at start-up
+# (core/checks.py).
 EXTRACTOR_OPTIONS = env_json_object("EXTRACTOR_OPTIONS", {})
+# Pages one actor's shared Chromium renders before it starts afresh (core/extractors/browser.py).
+CHROMIUM_RESTART_PAGES = env_int("CHROMIUM_RESTART_PAGES", 50, minimum=1)
 # Percent of the data disk in use above which no new snapshot starts (the disk guard, DESIGN §3).
 DISK_HOLD_PERCENT = env_number("DISK_HOLD_PERCENT", 90, minimum=0)
 if DISK_HOLD_PERCENT > 100:

@@ -20,6 +20,10 @@ os.environ.setdefault("ORCHESTRATOR_TICK", "0.2")
 os.environ.setdefault("ACTOR_IDLE_EXIT", "1")
 os.environ.setdefault("HUEY_IMMEDIATE", "1")
 os.environ.setdefault("CLAIMS_LOG", "1")  # the fault-injection suite checks it for double claims
+# Pipeline and orchestration tests run the extractors that need no browser (a snapshot then
+# takes a fraction of a second); the browser, SingleFile, readability, media and git extractors
+# have their own tests, and the end-to-end test of the full default profile sets EXTRACTORS="".
+os.environ.setdefault("EXTRACTORS", "headers,wget,title,favicon,htmltotext,outlinks")
 
 from archive.settings import *  # noqa: F403
 from archive.settings import STORAGES

@@ -3,6 +3,7 @@ orchestrator and command subprocesses a test starts."""
 
 from __future__ import annotations
 
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -105,3 +106,19 @@ def is_running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def chromium_pids() -> set[int]:
+    """Return the running (not zombie) processes of Debian's Chromium: the browser and every
+    helper it forks (zygote, renderers, GPU and utility processes), whatever they are called."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            exe = os.readlink(entry / "exe")
+        except OSError:
+            continue
+        if "chromium" in Path(exe).name and is_running(int(entry.name)):
+            pids.add(int(entry.name))
+    return pids

@@ -6,15 +6,24 @@ from django.conf import settings
 from django.core.checks import Error, Warning, register
 
 # What each extractor's entry in EXTRACTOR_OPTIONS may set: integers with their smallest value,
-# and flags.
+# flags, strings and lists of strings.
 EXTRACTOR_OPTION_MINIMUMS = {"timeout": 1, "max_attempts": 1}
 EXTRACTOR_OPTION_FLAGS = ("enabled",)
+EXTRACTOR_OPTION_STRINGS = ("user_agent",)
+EXTRACTOR_OPTION_STRING_LISTS = ("arguments",)
+EXTRACTOR_OPTION_KEYS = (
+    *EXTRACTOR_OPTION_MINIMUMS,
+    *EXTRACTOR_OPTION_FLAGS,
+    *EXTRACTOR_OPTION_STRINGS,
+    *EXTRACTOR_OPTION_STRING_LISTS,
+)
 
 
 @register()
 def check_extractor_options(app_configs, **kwargs) -> list[Error]:
-    """Report unknown extractor names, unknown keys and values that are not positive integers
-    in settings.EXTRACTOR_OPTIONS."""
+    """Report unknown extractor names, unknown keys and values of the wrong kind in
+    settings.EXTRACTOR_OPTIONS (positive integers, true/false, a non-empty string, a list of
+    strings)."""
     from core.extractors.registry import BY_NAME
 
     errors = []
@@ -46,9 +55,17 @@ def _option_error(name: str, key: str, value) -> Error | None:
         if isinstance(value, bool):
             return None
         return Error(f"{where} must be true or false, not {value!r}", id="core.E005")
+    if key in EXTRACTOR_OPTION_STRINGS:
+        if isinstance(value, str) and value.strip():
+            return None
+        return Error(f"{where} must be a non-empty string, not {value!r}", id="core.E006")
+    if key in EXTRACTOR_OPTION_STRING_LISTS:
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return None
+        return Error(f"{where} must be a list of strings, not {value!r}", id="core.E007")
     minimum = EXTRACTOR_OPTION_MINIMUMS.get(key)
     if minimum is None:
-        allowed = ", ".join([*EXTRACTOR_OPTION_MINIMUMS, *EXTRACTOR_OPTION_FLAGS])
+        allowed = ", ".join(EXTRACTOR_OPTION_KEYS)
         return Error(
             f"EXTRACTOR_OPTIONS[{name!r}] has an unknown key {key!r} (allowed: {allowed})",
             id="core.E003",

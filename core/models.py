@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, Value, When
+from django.db.models import Case, Exists, OuterRef, Value, When
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -192,11 +192,32 @@ class ArchiveResultQuerySet(WorkQuerySet):
     def runnable(self) -> ArchiveResultQuerySet:
         """Active results of started snapshots of crawls that are not held (a re-archived
         snapshot's results wait until it starts, behind the disk guard and the window)."""
-        return (
+        runnable = (
             self.active()
             .filter(snapshot__status=SnapshotStatus.STARTED)
             .exclude(snapshot__crawl__status=CrawlStatus.HELD)
         )
+        waiting = self._waiting_on_dependencies()
+        return runnable if waiting is None else runnable.exclude(waiting)
+
+    @staticmethod
+    def _waiting_on_dependencies() -> models.Q | None:
+        """Match results whose extractor ``depends_on`` another that is not final yet on the
+        same snapshot (readability waits for dom, DESIGN.md §4); None when none depends."""
+        from core.extractors.registry import EXTRACTORS
+
+        waiting = None
+        for extractor in EXTRACTORS:
+            if not extractor.depends_on:
+                continue
+            unfinished = ArchiveResult.objects.filter(
+                snapshot=OuterRef("snapshot"),
+                extractor__in=extractor.depends_on,
+                status__in=ResultStatus.active(),
+            )
+            condition = models.Q(extractor=extractor.name) & models.Q(Exists(unfinished))
+            waiting = condition if waiting is None else waiting | condition
+        return waiting
 
     def claim_order(self) -> ArchiveResultQuerySet:
         """Results whose worker died first (still started, lease run out: recovering one takes

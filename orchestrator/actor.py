@@ -17,6 +17,7 @@ from datetime import datetime
 
 from django.db import DatabaseError, close_old_connections
 
+from core.extractors.browser import close_shared_browser
 from core.extractors.process import CommandCancelled, cancel_requested
 from orchestrator import claimlog
 from orchestrator.claims import claim_next
@@ -113,7 +114,9 @@ class Actor:
         return self.max_records is not None and self.done >= self.max_records
 
     def shutdown(self) -> None:
-        """Close the database connection and log the count."""
+        """Stop this actor's browser, if it started one, close the database connection and log
+        the count."""
+        close_shared_browser()
         close_old_connections()
         logger.info(
             "actor %s exits after %d records (pid %d)", self.kind.name, self.done, os.getpid()

@@ -51,6 +51,9 @@ class Extractor:
     name: ClassVar[str]
     binaries: ClassVar[tuple[str, ...]] = ()
     default_timeout: ClassVar[int | None] = None  # None: settings.EXTRACTOR_TIMEOUT
+    # Extractors whose results, on the same snapshot, must be final before this one runs (it
+    # reads their output when they succeeded): DESIGN.md §4's depends_on.
+    depends_on: ClassVar[tuple[str, ...]] = ()
 
     @property
     def options(self) -> dict:
@@ -78,6 +81,21 @@ class Extractor:
         """Return the installed version line of a required binary ("" if unknown)."""
         path = find_binary(name)
         return binary_version(path) if path else ""
+
+    @property
+    def user_agent(self) -> str:
+        """The User-Agent this extractor sends: its ``user_agent`` option, else USER_AGENT."""
+        return self.options.get("user_agent") or settings.USER_AGENT
+
+    @property
+    def arguments(self) -> list[str]:
+        """Extra command-line arguments from the ``arguments`` option, passed to the tool
+        before the URL (``[]`` when none are set)."""
+        return list(self.options.get("arguments", ()))
+
+    def curl_options(self) -> dict:
+        """Keyword arguments for ``fetch``: this extractor's timeout, user agent and arguments."""
+        return {"timeout": self.timeout, "user_agent": self.user_agent, "arguments": self.arguments}
 
     @property
     def enabled(self) -> bool:

@@ -82,7 +82,7 @@ class FaviconExtractor(Extractor):
         """Write favicon.<ext> into ``out_dir``; SKIPPED, with every candidate's fate, if none."""
         deadline = time.monotonic() + self.timeout
         try:
-            result, page = fetch_page(snapshot.url, out_dir=out_dir, timeout=self.timeout)
+            result, page = fetch_page(snapshot.url, out_dir=out_dir, **self.curl_options())
         except LookupError as error:
             return unavailable(error)
         if result.outcome is not Outcome.SUCCEEDED:
@@ -107,8 +107,9 @@ class FaviconExtractor(Extractor):
         """Fetch one candidate into out_dir/.favicon-candidate and judge it."""
         body = out_dir / ".favicon-candidate"
         remove(body)
+        options = {**self.curl_options(), "timeout": timeout}
         result = fetch(
-            url, body_path=body, headers_path=None, log_path=out_dir / "curl.log", timeout=timeout
+            url, body_path=body, headers_path=None, log_path=out_dir / "curl.log", **options
         )
         attempt = Attempt(url=url, declared=declared, result=result)
         if result.outcome is not Outcome.SUCCEEDED:

@@ -11,6 +11,7 @@ is stopped when it passes the limit.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -62,14 +63,23 @@ def download_limit(folder: Path) -> OutputLimit:
 
 
 def fetch(
-    url: str, *, body_path: Path, headers_path: Path | None, log_path: Path, timeout: float
+    url: str,
+    *,
+    body_path: Path,
+    headers_path: Path | None,
+    log_path: Path,
+    timeout: float,
+    user_agent: str = "",
+    arguments: Sequence[str] = (),
 ) -> FetchResult:
     """GET ``url`` into ``body_path``; keep curl's header dump in ``headers_path`` if given.
 
     Redirects are followed (at most 10). The body, as written (decompressed), is bounded by
-    ``download_limit``; ``timeout`` is in seconds. The outcome is classified by curl's exit code,
-    then by the final HTTP status (core/extractors/errors.py); the final response's header fields
-    and Retry-After are read from the dump. Raises LookupError if curl is not installed.
+    ``download_limit``; ``timeout`` is in seconds. ``user_agent`` (default USER_AGENT) and
+    ``arguments`` (extra curl options) come from the calling extractor's EXTRACTOR_OPTIONS. The
+    outcome is classified by curl's exit code, then by the final HTTP status
+    (core/extractors/errors.py); the final response's header fields and Retry-After are read
+    from the dump. Raises LookupError if curl is not installed.
     """
     curl = find_binary("curl")
     if curl is None:
@@ -82,13 +92,13 @@ def fetch(
         "--max-redirs", "10",
         "--max-time", str(timeout),
         "--max-filesize", str(settings.MAX_DOWNLOAD_BYTES),
-        "--user-agent", settings.USER_AGENT,
+        "--user-agent", user_agent or settings.USER_AGENT,
         "--compressed",
         "--output", str(body_path),
         "--write-out", "%{json}",
     ]  # fmt: skip
     dump = headers_path or body_path.with_name(body_path.name + ".headers")
-    cmd += ["--dump-header", str(dump), url]
+    cmd += ["--dump-header", str(dump), *arguments, url]
     try:
         # Give curl's own --max-time a moment to fire before the group is killed from outside.
         done = run_command(

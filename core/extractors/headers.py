@@ -29,7 +29,7 @@ class HeadersExtractor(Extractor):
                 body_path=body,
                 headers_path=out_dir / HEADERS_TXT,
                 log_path=out_dir / "curl.log",
-                timeout=self.timeout,
+                **self.curl_options(),
             )
         except LookupError as error:
             return unavailable(error)

@@ -9,6 +9,7 @@ class of the extractors that read one page.
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import Message
 from functools import cached_property
@@ -62,9 +63,12 @@ class Page:
             return None
 
 
-def fetch_page(url: str, *, out_dir: Path, timeout: float) -> tuple[FetchResult, Page | None]:
+def fetch_page(
+    url: str, *, out_dir: Path, timeout: float, user_agent: str = "", arguments: Sequence[str] = ()
+) -> tuple[FetchResult, Page | None]:
     """GET ``url`` with curl; return the fetch and, if it succeeded with HTML, the page.
 
+    ``timeout``, ``user_agent`` and ``arguments`` are passed to ``fetch``.
     The body goes to a temporary file in ``out_dir`` that is deleted before returning; curl's
     log stays in ``out_dir/curl.log``. Raises LookupError if curl is not installed.
     """
@@ -76,6 +80,8 @@ def fetch_page(url: str, *, out_dir: Path, timeout: float) -> tuple[FetchResult,
             headers_path=None,
             log_path=out_dir / "curl.log",
             timeout=timeout,
+            user_agent=user_agent,
+            arguments=arguments,
         )
         if result.outcome is not Outcome.SUCCEEDED or not result.is_html:
             return result, None
@@ -168,7 +174,7 @@ class HtmlPageExtractor(Extractor):
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Fetch ``snapshot.url`` and hand the page to ``extract``; see the class docstring."""
         try:
-            result, page = fetch_page(snapshot.url, out_dir=out_dir, timeout=self.timeout)
+            result, page = fetch_page(snapshot.url, out_dir=out_dir, **self.curl_options())
         except LookupError as error:
             return unavailable(error)
         if result.outcome is not Outcome.SUCCEEDED:

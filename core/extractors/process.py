@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -85,11 +86,13 @@ def run_command(
     log_path: Path,
     capture_stdout: bool = False,
     limit: OutputLimit | None = None,
+    env: dict[str, str] | None = None,
 ) -> CommandResult:
     """Run ``cmd`` in ``cwd`` for at most ``timeout`` seconds; append its stderr to ``log_path``.
 
     stdout goes to the log too, unless ``capture_stdout`` (then up to 1 MiB is returned). With a
     ``limit``, a command that writes more than it allows is killed and reported ``too_large``.
+    ``env`` adds variables to (or overrides) the inherited environment, which runs in the C locale.
     Raises CommandCancelled if ``cancel_requested`` is set while it runs, and OSError if the
     binary cannot be started.
     """
@@ -108,7 +111,7 @@ def run_command(
             stderr=log,
             start_new_session=True,
             # The C locale: wget's messages, which its log reader matches, read the same anywhere.
-            env={**os.environ, "LC_ALL": "C"},
+            env={**os.environ, "LC_ALL": "C", **(env or {})},
         )
         stopped = _wait(process, timeout, limit, tool=cmd[0])
         captured.seek(0)
@@ -201,9 +204,17 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
+# Where the project installs tools of its own (bash .ci/install): the virtualenv's bin (yt-dlp)
+# and node_modules/.bin (single-file). They are searched after PATH, so a tool on PATH wins and
+# an actor started without the virtualenv on its PATH still finds them.
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_BIN_DIRS = (Path(sys.executable).parent, PROJECT_DIR / "node_modules" / ".bin")
+
+
 def find_binary(name: str) -> str | None:
-    """Return the absolute path of ``name`` on PATH, or None."""
-    return shutil.which(name)
+    """Return the absolute path of ``name`` on PATH or in ``PROJECT_BIN_DIRS``, or None."""
+    search = os.pathsep.join([os.environ.get("PATH", os.defpath), *map(str, PROJECT_BIN_DIRS)])
+    return shutil.which(name, path=search)
 
 
 @lru_cache(maxsize=32)

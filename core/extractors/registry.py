@@ -5,10 +5,17 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.extractors.base import Extractor
+from core.extractors.dom import DomExtractor
 from core.extractors.favicon import FaviconExtractor
+from core.extractors.git import GitExtractor
 from core.extractors.headers import HeadersExtractor
 from core.extractors.htmltotext import HtmlToTextExtractor
+from core.extractors.media import MediaExtractor
 from core.extractors.outlinks import OutlinksExtractor
+from core.extractors.pdf import PdfExtractor
+from core.extractors.readability import ReadabilityExtractor
+from core.extractors.screenshot import ScreenshotExtractor
+from core.extractors.singlefile import SingleFileExtractor
 from core.extractors.title import TitleExtractor
 from core.extractors.wget import WgetExtractor
 
@@ -19,6 +26,13 @@ EXTRACTORS: tuple[Extractor, ...] = (
     FaviconExtractor(),
     HtmlToTextExtractor(),
     OutlinksExtractor(),
+    ScreenshotExtractor(),
+    PdfExtractor(),
+    DomExtractor(),
+    SingleFileExtractor(),
+    ReadabilityExtractor(),  # depends on dom: runs once dom's result is final
+    MediaExtractor(),
+    GitExtractor(),
 )
 BY_NAME = {extractor.name: extractor for extractor in EXTRACTORS}
 

@@ -100,8 +100,9 @@ class WgetExtractor(Extractor):
             f"--timeout={self.timeout + NETWORK_TIMEOUT_MARGIN}",
             "--tries=1",  # retries belong to the ArchiveResult's backoff, not to wget
             "--max-redirect=10",
-            f"--user-agent={settings.USER_AGENT}",
+            f"--user-agent={self.user_agent}",
             f"--warc-file={WARC_PATH.removesuffix('.warc.gz')}",
+            *self.arguments,
             url,
         ]  # fmt: skip
 

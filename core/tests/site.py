@@ -1,7 +1,8 @@
 """A small test web site served on 127.0.0.1 by a real threaded HTTP server (STYLE.md, Tests).
 
 Pages cover what the extractors meet in the wild: HTML with images, a stylesheet and a declared
-icon, a redirect, a 404, a 503 with Retry-After, a slow page, a large file, JSON and a feed.
+icon, a redirect, a 404, a 503 with Retry-After, a slow page, a large file, JSON and a feed, a
+page rendered by JavaScript, a page whose script never ends, a PDF and images.
 The conftest's ``live_site`` fixture starts one ``LiveSite`` per test session.
 """
 
@@ -143,6 +144,64 @@ BROKEN_ICON_HTML = """<!doctype html>
 <body><p>The declared icon is gone.</p></body></html>
 """
 
+# Rendered by its script: the heading and list exist only after it runs, and one item only once
+# a fetch of /data.json has answered (a capture must wait for the network to go quiet).
+RENDERED_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Rendered by script</title>
+<link rel="stylesheet" href="/static/style.css"></head>
+<body>
+<noscript>This page needs JavaScript.</noscript>
+<script>
+  const heading = document.createElement("h1");
+  heading.id = "added-by-script";
+  heading.textContent = "Written by JavaScript";
+  document.body.appendChild(heading);
+  setTimeout(() => {
+    fetch("/data.json").then((response) => response.json()).then((data) => {
+      const item = document.createElement("p");
+      item.id = "fetched-by-script";
+      item.textContent = "Fetched: " + data.hello;
+      document.body.appendChild(item);
+    });
+  }, 300);
+</script>
+</body></html>
+"""
+
+# Never fires its load event in time: the script keeps the renderer busy for good.
+HUNG_HTML = """<!doctype html>
+<html><head><title>Hung</title></head>
+<body><p>Busy.</p><script>while (true) {}</script></body></html>
+"""
+
+
+def tiny_pdf(text: str) -> bytes:
+    """Return a one-page PDF showing ``text`` (PDF 1.4: catalog, pages, page, font, content,
+    and a cross-reference table with each object's byte offset)."""
+    stream = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792]"
+        b" /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
 NOT_FOUND_HTML = """<!doctype html>
 <html><head><title>Not Found</title></head><body>No such page.</body></html>
 """
@@ -168,6 +227,9 @@ def build_site(root: Path, port: int, *, favicon: bool = True) -> None:
         "static/pixel.png": PIXEL_PNG,
         "static/bg.png": BACKGROUND_PNG,
         "data.json": '{"hello": "world"}\n',
+        "rendered.html": RENDERED_HTML,
+        "hung.html": HUNG_HTML,
+        "document.pdf": tiny_pdf("A PDF served by the test site"),
         "feed.xml": FEED_XML,
         # Deterministic but incompressible enough that nobody mistakes it for text.
         "large.bin": bytes(range(256)) * (LARGE_FILE_BYTES // 256),
@@ -192,6 +254,7 @@ class SiteHandler(SimpleHTTPRequestHandler):
         ".json": "application/json",
         ".xml": "application/rss+xml",
         ".bin": "application/octet-stream",
+        ".pdf": "application/pdf",
     }
     release: threading.Event  # set by LiveSite.stop() so /slow gives up at teardown
 

@@ -155,6 +155,31 @@ def test_without_a_limit_nothing_is_bounded(watched: Path, tmp_path: Path) -> No
     assert (watched / "big").stat().st_size == 3 * MiB
 
 
+def test_env_is_added_to_the_inherited_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VELLUM_INHERITED", "kept")
+    monkeypatch.setenv("VELLUM_OVERRIDDEN", "before")
+    code = """
+        import os
+        print(os.environ["VELLUM_INHERITED"], os.environ["VELLUM_OVERRIDDEN"],
+              os.environ["VELLUM_ADDED"], os.environ["LC_ALL"])
+    """
+
+    done = run_command(
+        python(code),
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+        log_path=tmp_path / "cmd.log",
+        capture_stdout=True,
+        env={"VELLUM_ADDED": "new", "VELLUM_OVERRIDDEN": "after"},
+    )
+
+    assert done.exit_code == 0
+    assert done.stdout.split() == ["kept", "after", "new", "C"]
+    assert os.environ["VELLUM_OVERRIDDEN"] == "before"  # the caller's own environment is untouched
+
+
 # --- dying with the parent ---------------------------------------------------------------------
 
 PARENT = """

@@ -1,0 +1,264 @@
+"""One headless Chromium per actor, shared by the extractors that render a page.
+
+Launching Chromium costs far more than rendering one page, so an actor starts Debian's
+``chromium`` once, on the first page it renders, and reuses it: each page gets a fresh browser
+context (no cookies, cache or storage carried from one page to the next), and the extractors
+drive it over the DevTools protocol (Playwright's ``connect_over_cdp``; SingleFile connects to
+the same endpoint). The browser is started again after ``CHROMIUM_RESTART_PAGES`` pages (memory
+grows with every page) and after it crashes or misses a deadline.
+
+Vellum launches Chromium itself rather than through Playwright's launcher so that it is
+confined like every other tool: its own process group (killed whole on close or on a missed
+deadline), ``setpriv --pdeathsig KILL`` so that it dies with its actor even when the actor is
+SIGKILLed, and the flags below, which keep it from calling out to Google's services (the
+machines Vellum runs on may have no route to the internet, and an archive should only fetch
+what it archives).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.conf import settings
+
+from core.extractors.process import SETPRIV, find_binary
+
+logger = logging.getLogger(__name__)
+
+# Headless, and nothing in the background: no sync, component updates, metrics, field trials,
+# translation or safe-browsing lookups; no QUIC (one network stack for every capture: the
+# same TCP connections wget and curl see); no GPU on a server.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-breakpad",
+    "--disable-crash-reporter",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-field-trial-config",
+    "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions",
+    "--metrics-recording-only",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--no-pings",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",  # any free port; Chromium writes it to DevToolsActivePort
+)
+START_TIMEOUT = 30  # seconds for a new browser to open its DevTools port
+CLOSE_TIMEOUT = 5  # seconds for Chromium to exit on SIGTERM before it is SIGKILLed
+
+
+class BrowserUnavailable(Exception):
+    """Chromium is not installed, or did not start (the message says which and why)."""
+
+
+class DeadlineMissed(Exception):
+    """A page took longer than its extractor's timeout; the browser was killed."""
+
+
+def chromium_command(chromium: str, user_data_dir: Path) -> list[str]:
+    """Return the command line that starts the shared browser (without the setpriv wrapper).
+
+    Chromium refuses to run as root without ``--no-sandbox``: it is added only then.
+    """
+    sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []
+    return [chromium, *CHROMIUM_FLAGS, *sandbox, f"--user-data-dir={user_data_dir}", "about:blank"]
+
+
+class Browser:
+    """A running Chromium and Playwright's connection to it.
+
+    ``cdp_url`` is its DevTools endpoint (``http://127.0.0.1:<port>``); ``pages`` counts the
+    pages rendered since it started; ``process`` is Chromium's main process, the leader of its
+    own process group.
+    """
+
+    def __init__(self, chromium: str) -> None:
+        self.user_data_dir = Path(tempfile.mkdtemp(prefix="vellum-chromium-"))
+        self.command = chromium_command(chromium, self.user_data_dir)
+        self.pages = 0
+        self.process: subprocess.Popen | None = None
+        self._playwright = None
+        self._connection = None
+        try:
+            self._launch()
+            self._connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def _launch(self) -> None:
+        log_dir = Path(settings.DATA_DIR) / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        wrapper = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
+        with open(log_dir / "chromium.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [*wrapper, *self.command],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        port_file = self.user_data_dir / "DevToolsActivePort"
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                raise BrowserUnavailable(
+                    f"chromium exited at start (exit {code}, see chromium.log)"
+                )
+            port = _read_port(port_file)
+            if port:
+                self.cdp_url = f"http://127.0.0.1:{port}"
+                return
+            time.sleep(0.05)
+        raise BrowserUnavailable(f"chromium did not open its DevTools port in {START_TIMEOUT} s")
+
+    def _connect(self) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        self._connection = self._playwright.chromium.connect_over_cdp(
+            self.cdp_url, timeout=START_TIMEOUT * 1000
+        )
+        self.version = f"Chromium {self._connection.version}"
+
+    @property
+    def alive(self) -> bool:
+        """True while Chromium runs and Playwright is connected to it."""
+        return (
+            self.process is not None
+            and self.process.poll() is None
+            and self._connection is not None
+            and self._connection.is_connected()
+        )
+
+    @contextlib.contextmanager
+    def page(self, *, user_agent: str, timeout: float) -> Iterator:
+        """Yield a new Playwright page in a fresh context, closed afterwards.
+
+        ``timeout`` (seconds) is the deadline for everything done with the page: Playwright's
+        own timeouts are set to it, and a watchdog kills the browser when it passes anyway (a
+        call without a timeout of its own, such as ``page.pdf``, on a hung renderer). Raises
+        DeadlineMissed when the watchdog fired.
+        """
+        self.pages += 1
+        context = self._connection.new_context(
+            user_agent=user_agent,
+            viewport={"width": 1280, "height": 800},
+            accept_downloads=False,
+        )
+        context.set_default_timeout(timeout * 1000)
+        watchdog = threading.Timer(timeout + 1, self.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            yield context.new_page()
+        except Exception as error:
+            if not watchdog.is_alive():
+                raise DeadlineMissed(f"chromium timed out after {timeout:g} s") from error
+            raise
+        finally:
+            watchdog.cancel()
+            with contextlib.suppress(Exception):  # a killed or crashed browser cannot close it
+                context.close()
+
+    def kill(self) -> None:
+        """SIGKILL Chromium's whole process group (a deadline was missed)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Disconnect, stop Chromium (SIGTERM, then SIGKILL), and delete its profile folder."""
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                self._connection.close()
+        if self._playwright is not None:
+            with contextlib.suppress(Exception):
+                self._playwright.stop()
+        if self.process is not None:
+            _stop_group(self.process)
+        shutil.rmtree(self.user_data_dir, ignore_errors=True)
+
+
+def _read_port(port_file: Path) -> int | None:
+    """Return the port on the first line of DevToolsActivePort, once Chromium has written it."""
+    try:
+        first = port_file.read_text().split("\n", 1)[0].strip()
+    except OSError:
+        return None
+    return int(first) if first.isdigit() else None
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """Terminate ``process``'s group; SIGKILL it if it outlives CLOSE_TIMEOUT; reap it."""
+    for sig, wait in ((signal.SIGTERM, CLOSE_TIMEOUT), (signal.SIGKILL, CLOSE_TIMEOUT)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # The leader is gone; SIGKILL whatever it left in its group (zygote, renderers).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return
+
+
+# --- the actor's shared browser ----------------------------------------------------------------
+
+_shared: Browser | None = None
+
+
+def shared_browser() -> Browser:
+    """Return this process's browser, starting it (again) when it is not running, crashed, or
+    has rendered CHROMIUM_RESTART_PAGES pages.
+
+    Raises BrowserUnavailable when chromium is not installed or does not start.
+    """
+    global _shared
+    if _shared is not None and (
+        not _shared.alive or _shared.pages >= settings.CHROMIUM_RESTART_PAGES
+    ):
+        reason = "restarting" if _shared.alive else "replacing a dead"
+        logger.info("%s browser after %d pages", reason, _shared.pages)
+        close_shared_browser()
+    if _shared is None:
+        chromium = find_binary("chromium")
+        if chromium is None:
+            raise BrowserUnavailable("chromium not found")
+        _shared = Browser(chromium)
+    return _shared
+
+
+def close_shared_browser() -> None:
+    """Stop this process's browser, if it runs (the actor calls this on exit)."""
+    global _shared
+    browser, _shared = _shared, None
+    if browser is not None:
+        browser.close()
+
+
+atexit.register(close_shared_browser)

@@ -1,0 +1,193 @@
+"""Save the main article of a page as a reader view, found by readability-lxml.
+
+readability-lxml is a Python port of Mozilla Readability's algorithm: it scores the page's blocks
+by their text and links and keeps the best one with its related siblings, dropping navigation,
+sidebars, footers, scripts and styles. The page read is the DOM the dom extractor saved after
+the page's scripts ran (so pages built by JavaScript have an article), or, when there is none,
+the HTML as curl fetches it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import cache
+from html import escape
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import lxml.etree
+import lxml.html
+from inscriptis import get_text
+from readability import Document
+from readability.readability import Unparseable
+
+from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.dom import DOM_PATH
+from core.extractors.errors import Outcome
+from core.extractors.page import (
+    decode_html,
+    fetch_page,
+    not_html,
+    output_from_fetch,
+    unavailable,
+)
+
+CONTENT_HTML = "content.html"
+CONTENT_TXT = "content.txt"
+ARTICLE_JSON = "article.json"
+
+DISTRIBUTION = "readability-lxml"
+NO_ARTICLE = "no article text found"
+
+PAGE_TEMPLATE = """<!doctype html>
+<html>
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+</head>
+<body>
+<article>
+{heading}{body}
+</article>
+</body>
+</html>
+"""
+
+
+def dom_output_path(snapshot: HasURL) -> Path | None:
+    """Return where the dom extractor saves ``snapshot``'s DOM (it may not exist).
+
+    None for a stand-in snapshot without an ``output_dir`` (a benchmark passes only a URL).
+    """
+    folder = getattr(snapshot, "output_dir", None)
+    return None if folder is None else Path(folder) / DOM_PATH
+
+
+def saved_dom(snapshot: HasURL) -> Path | None:
+    """Return the path of ``snapshot``'s saved DOM if it is a file that is not empty, else None."""
+    path = dom_output_path(snapshot)
+    try:
+        if path is not None and path.is_file() and path.stat().st_size > 0:
+            return path
+    except OSError:
+        pass
+    return None
+
+
+@cache
+def readability_version() -> str:
+    """Return "readability-lxml <version>" as installed ("readability-lxml" if unknown)."""
+    try:
+        return f"{DISTRIBUTION} {version(DISTRIBUTION)}"
+    except PackageNotFoundError:
+        return DISTRIBUTION
+
+
+@dataclass
+class Article:
+    """The main article of a page: its title ("" if none), HTML fragment and plain text."""
+
+    title: str
+    html: str
+    text: str
+
+
+def find_article(html: str, url: str) -> Article | None:
+    """Return the main article of ``html``, or None if it has no text.
+
+    Links and images in the article are made absolute against ``url`` (or the page's own
+    ``<base href>``). The title is Readability's cleaned-up ``<title>`` (site name removed when
+    it can tell), and becomes the article's ``<h1>`` unless the article already has that heading.
+    """
+    if not html.strip():
+        return None
+    document = Document(html, url=url or None)
+    try:
+        title = document.short_title()  # before summary(), which changes the parsed page
+        fragment = document.summary(html_partial=True)
+    except (Unparseable, lxml.etree.ParserError):  # nothing lxml can parse: no elements
+        return None
+    if not get_text(fragment).strip():
+        return None
+    heading = "" if not title or _has_heading(fragment, title) else f"<h1>{escape(title)}</h1>\n"
+    page = PAGE_TEMPLATE.format(title=escape(title or url), heading=heading, body=fragment)
+    return Article(title=title, html=page, text=get_text(page).strip())
+
+
+def _has_heading(fragment: str, title: str) -> bool:
+    """Tell whether ``fragment`` has a heading whose text is ``title`` (spaces and case aside)."""
+    wanted = " ".join(title.split()).casefold()
+    root = lxml.html.fragment_fromstring(fragment, create_parent="div")
+    return any(
+        " ".join(heading.text_content().split()).casefold() == wanted
+        for heading in root.iter("h1", "h2", "h3")
+    )
+
+
+class ReadabilityExtractor(Extractor):
+    """Save the page's main article: content.html (a small page), content.txt and article.json.
+
+    The DOM comes from the dom extractor's output when it exists and is not empty (read from
+    disk, no network); otherwise curl fetches the page, and a failed fetch keeps its outcome (a
+    404 is fatal, a 503 temporary) while a page that is not HTML is skipped. A page in which
+    Readability finds no text is skipped too.
+    """
+
+    name = "readability"
+    binaries = ("curl",)  # for the fetch when there is no saved DOM
+    depends_on = ("dom",)
+
+    def should_run(self, snapshot: HasURL) -> tuple[bool, str]:
+        """Run when enabled and either the DOM is saved or curl is installed.
+
+        curl only serves the fallback fetch, so with a saved DOM its absence does not matter;
+        this is checked just before ``run``, once the dom extractor has finished (depends_on).
+        """
+        if self.enabled and saved_dom(snapshot) is not None:
+            return True, ""
+        return super().should_run(snapshot)
+
+    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+        """Write the article of ``snapshot``'s page into ``out_dir``; see the class docstring."""
+        dom = saved_dom(snapshot)
+        if dom is not None:
+            html = decode_html(dom.read_bytes(), "utf-8")
+            relative = dom.relative_to(snapshot.output_dir)  # type: ignore[attr-defined]
+            ran = ExtractorOutput(
+                outcome=Outcome.SUCCEEDED,
+                cmd=[DISTRIBUTION, relative.as_posix()],
+                cmd_version=readability_version(),
+            )
+            return self._save(html, snapshot.url, "dom", out_dir, ran)
+        try:
+            result, page = fetch_page(snapshot.url, out_dir=out_dir, **self.curl_options())
+        except LookupError as error:
+            return unavailable(error)
+        if result.outcome is not Outcome.SUCCEEDED:
+            return output_from_fetch(result)
+        if page is None:
+            return not_html(result)
+        return self._save(page.html, page.url, "fetch", out_dir, output_from_fetch(result))
+
+    def _save(
+        self, html: str, url: str, source: str, out_dir: Path, ran: ExtractorOutput
+    ) -> ExtractorOutput:
+        """Write the article of ``html`` (from ``source``, "dom" or "fetch") into ``out_dir``;
+        return ``ran`` (which describes the command) with the outcome."""
+        article = find_article(html, url)
+        if article is None:
+            # An empty output would fail the snapshot's integrity check (DESIGN.md §2).
+            return replace(ran, outcome=Outcome.SKIPPED, error=NO_ARTICLE)
+        (out_dir / CONTENT_HTML).write_text(article.html, encoding="utf-8")
+        (out_dir / CONTENT_TXT).write_text(article.text + "\n", encoding="utf-8")
+        summary = {
+            "title": article.title,
+            "url": url,
+            "source": source,
+            "length": len(article.text),
+        }
+        (out_dir / ARTICLE_JSON).write_text(
+            json.dumps(summary, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
+        return replace(ran, output=CONTENT_HTML)

@@ -1,0 +1,149 @@
+"""The base of the extractors that render a page in the actor's shared Chromium (screenshot,
+pdf, dom): load the page, wait for it to settle, hand it to ``capture``, classify what failed.
+
+A page is loaded in a fresh browser context with the extractor's user agent, and given until
+its ``load`` event plus a short wait for the network to go quiet, so that what scripts fetch
+and add after loading is on the page when it is captured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import ClassVar
+
+from django.conf import settings
+
+from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.browser import Browser, BrowserUnavailable, DeadlineMissed, shared_browser
+from core.extractors.errors import (
+    Outcome,
+    classify_http_status,
+    timeout_reason,
+    too_large_reason,
+)
+from core.extractors.fetch import parse_retry_after
+
+# Seconds to wait, after ``load``, for no network connection for 500 ms (Playwright's
+# "networkidle"); a page that polls forever is captured when this runs out.
+SETTLE_SECONDS = 5
+
+# Chromium's network errors (net/base/net_error_list.h) that a later attempt may not meet.
+TEMPORARY_NET_ERRORS = frozenset(
+    {
+        "ERR_CONNECTION_REFUSED",
+        "ERR_CONNECTION_RESET",
+        "ERR_CONNECTION_CLOSED",
+        "ERR_CONNECTION_ABORTED",
+        "ERR_CONNECTION_TIMED_OUT",
+        "ERR_TIMED_OUT",
+        "ERR_EMPTY_RESPONSE",
+        "ERR_NAME_NOT_RESOLVED",
+        "ERR_NAME_RESOLUTION_FAILED",
+        "ERR_ADDRESS_UNREACHABLE",
+        "ERR_INTERNET_DISCONNECTED",
+        "ERR_NETWORK_CHANGED",
+        "ERR_HTTP2_PROTOCOL_ERROR",
+    }
+)
+# What the rendering extractors render: web pages, images and text. Anything else (a PDF, an
+# archive, JSON) Chromium shows in a viewer or downloads; wget keeps it as it was served.
+RENDERED_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "image/")
+
+# Errors that mean "the browser went away" rather than "the page failed".
+CRASH_MESSAGES = ("Target crashed", "has been closed", "Browser closed", "Connection closed")
+
+
+class ChromiumExtractor(Extractor):
+    """Render ``snapshot.url`` in the shared browser and ``capture`` it into ``out_dir``.
+
+    ``arguments`` cannot apply: the browser is shared by every rendering extractor of an actor
+    (core/checks.py rejects the option for them).
+    """
+
+    binaries = ("chromium",)
+    takes_arguments: ClassVar[bool] = False
+
+    def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
+        """Load the page and capture it; see the module docstring.
+
+        Outcomes: SUCCEEDED with ``capture``'s file; an HTTP error status classified as for
+        curl (RFC 9110: 404 FATAL, 429/5xx TEMPORARY with Retry-After); a download (a URL that
+        Chromium does not render, such as a PDF) SKIPPED; a network error by Chromium's name
+        for it; missing the deadline TEMPORARY; a file over MAX_DOWNLOAD_BYTES FATAL.
+        """
+        try:
+            browser = shared_browser()
+        except BrowserUnavailable as error:
+            outcome = Outcome.SKIPPED if "not found" in str(error) else Outcome.TEMPORARY
+            return ExtractorOutput(outcome=outcome, error=str(error))
+        output = ExtractorOutput(
+            outcome=Outcome.SUCCEEDED,
+            cmd=[*browser.command[:-1], snapshot.url],  # the browser's own command line
+            cmd_version=browser.version,
+        )
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            with browser.page(user_agent=self.user_agent, timeout=self.timeout) as page:
+                response = page.goto(snapshot.url, wait_until="load")
+                if refused := self._refused(response, snapshot.url):
+                    output.outcome, output.error, output.retry_after = refused
+                    return output
+                _settle(page)
+                output.output = self.capture(page, out_dir)
+        except (DeadlineMissed, PlaywrightTimeout):
+            output.outcome, output.error = timeout_reason("chromium", self.timeout)
+            return output
+        except PlaywrightError as error:
+            output.outcome, output.error = classify_browser_error(error.message, browser)
+            return output
+        if (out_dir / output.output).stat().st_size > settings.MAX_DOWNLOAD_BYTES:
+            output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
+        return output
+
+    def capture(self, page, out_dir: Path) -> str:
+        """Write this extractor's file from the loaded ``page``; return its name in ``out_dir``."""
+        raise NotImplementedError(f"extractor {self.name!r} does not implement capture()")
+
+    @staticmethod
+    def _refused(response, url: str) -> tuple[Outcome, str, float | None] | None:
+        """The outcome of a main response with an error status or a media type that is not
+        rendered (RENDERED_TYPES), or None when it is usable."""
+        if response is None:  # same-document navigation (a fragment): nothing was refused
+            return None
+        outcome = classify_http_status(response.status)
+        if outcome is not Outcome.SUCCEEDED:
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            return outcome, f"HTTP {response.status} from {response.url or url}", retry_after
+        media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type and not media_type.startswith(RENDERED_TYPES):
+            return Outcome.SKIPPED, f"not a page Chromium renders ({media_type})", None
+        return None
+
+
+def _settle(page) -> None:
+    """Wait up to SETTLE_SECONDS for the page's network to go quiet."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_load_state("networkidle", timeout=SETTLE_SECONDS * 1000)
+
+
+def classify_browser_error(message: str, browser: Browser) -> tuple[Outcome, str]:
+    """Classify a Playwright error: a download, a Chromium net error, or a crash.
+
+    Chromium names its network errors ``net::ERR_*`` (net/base/net_error_list.h); an unknown
+    error is taken as temporary, since attempts are bounded by max_attempts anyway.
+    """
+    first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    if "Download is starting" in message:
+        return Outcome.SKIPPED, "not a page Chromium renders (the URL is a download)"
+    if "net::ERR_" in message:
+        code = message.split("net::", 1)[1].split()[0]
+        outcome = Outcome.TEMPORARY if code in TEMPORARY_NET_ERRORS else Outcome.FATAL
+        return outcome, f"chromium: {code}"
+    if not browser.alive or any(crash in message for crash in CRASH_MESSAGES):
+        return Outcome.TEMPORARY, f"chromium crashed: {first_line}"
+    return Outcome.TEMPORARY, f"chromium: {first_line}"

@@ -1,0 +1,319 @@
+"""The extractors that render pages in the shared Chromium (screenshot, pdf, dom, singlefile),
+and the shared browser itself: reuse, restarts, deadlines and no Chromium left behind.
+
+Everything runs the real Debian Chromium against the live test site on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from bs4 import BeautifulSoup
+from django.conf import settings as django_settings
+from PIL import Image
+
+from archive.testing import chromium_pids, process_cmdline
+from core.extractors import browser as browser_module
+from core.extractors.base import Extractor, ExtractorOutput
+from core.extractors.browser import CHROMIUM_FLAGS, close_shared_browser, shared_browser
+from core.extractors.dom import DomExtractor
+from core.extractors.errors import Outcome
+from core.extractors.pdf import PdfExtractor
+from core.extractors.screenshot import ScreenshotExtractor
+from core.extractors.singlefile import SingleFileExtractor
+from core.tests.site import BACKGROUND_PNG, RETRY_AFTER_SECONDS, LiveSite
+from core.tests.test_extractors import unused_port
+
+pytestmark = pytest.mark.browser
+
+RENDERING = (ScreenshotExtractor, PdfExtractor, DomExtractor, SingleFileExtractor)
+STYLE_BLUE = (30, 30, 200)  # the colour of the test site's background image, static/bg.png
+
+
+@pytest.fixture(autouse=True)
+def _no_chromium_left(request):
+    """Each test starts without a browser and must leave no Chromium process behind."""
+    close_shared_browser()
+    before = chromium_pids()
+    yield
+    close_shared_browser()
+    left = chromium_pids() - before
+    assert wait_until(lambda: not (chromium_pids() - before)), [process_cmdline(p) for p in left]
+
+
+def wait_until(condition, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def run(extractor: Extractor, url: str, out_dir: Path) -> ExtractorOutput:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return extractor.run(SimpleNamespace(url=url), out_dir)
+
+
+def test_the_flags_keep_chromium_quiet() -> None:
+    for flag in (
+        "--headless",
+        "--disable-background-networking",
+        "--disable-sync",
+        "--disable-component-update",
+        "--disable-quic",
+    ):
+        assert flag in CHROMIUM_FLAGS
+
+
+def test_screenshot_is_a_png_of_the_whole_page(live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(ScreenshotExtractor(), live_site.url("/"), tmp_path)
+
+    assert (output.outcome, output.output, output.error) == (
+        Outcome.SUCCEEDED,
+        "screenshot.png",
+        "",
+    )
+    assert output.cmd_version.startswith("Chromium ")
+    assert output.cmd[0].endswith("chromium") and output.cmd[-1] == live_site.url("/")
+    with Image.open(tmp_path / "screenshot.png") as image:
+        assert image.format == "PNG"
+        assert image.width == 1280 and image.height >= 800
+        colours = image.convert("RGB").getcolors(maxcolors=image.width * image.height)
+    by_count = sorted(colours, reverse=True)
+    # The stylesheet's tiled background fills the page; the heading and text are drawn on it.
+    assert by_count[0][1] == STYLE_BLUE
+    assert len(by_count) > 10  # text antialiasing: far more than one flat colour
+    assert BACKGROUND_PNG  # the colour above comes from this image, served by the site
+
+
+def test_pdf_opens_and_holds_the_page_text(live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(PdfExtractor(), live_site.url("/"), tmp_path)
+
+    assert (output.outcome, output.output) == (Outcome.SUCCEEDED, "output.pdf")
+    info = subprocess.run(["pdfinfo", str(tmp_path / "output.pdf")], capture_output=True, text=True)
+    assert info.returncode == 0, info.stderr
+    assert re.search(r"^Pages:\s+1$", info.stdout, re.MULTILINE)
+    assert re.search(r"^Page size:.*\(A4\)$", info.stdout, re.MULTILINE)
+    text = subprocess.run(
+        ["pdftotext", str(tmp_path / "output.pdf"), "-"], capture_output=True, text=True
+    ).stdout
+    assert "Welcome to the Vellum test site" in text
+
+
+def test_dom_holds_what_scripts_added_and_fetched(live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(DomExtractor(), live_site.url("/rendered.html"), tmp_path)
+
+    assert (output.outcome, output.output) == (Outcome.SUCCEEDED, "output.html")
+    dom = BeautifulSoup((tmp_path / "output.html").read_text(encoding="utf-8"), "lxml")
+    assert dom.find(id="added-by-script").get_text() == "Written by JavaScript"
+    # Added 300 ms after load, once a fetch answered: the capture waited for the network.
+    assert dom.find(id="fetched-by-script").get_text() == "Fetched: world"
+
+
+def test_dom_of_a_latin1_page_is_utf8_with_a_byte_order_mark(
+    live_site: LiveSite, tmp_path: Path
+) -> None:
+    output = run(DomExtractor(), live_site.url("/latin1.html"), tmp_path)
+
+    data = (tmp_path / output.output).read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf")  # wins over the page's own <meta charset>
+    assert "A na\u00efve caf\u00e9 page." in data.decode("utf-8-sig")
+
+
+def test_singlefile_output_is_self_contained(live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(SingleFileExtractor(), live_site.url("/"), tmp_path)
+
+    assert (output.outcome, output.output, output.error) == (
+        Outcome.SUCCEEDED,
+        "singlefile.html",
+        "",
+    )
+    assert output.cmd_version == "2.0.83"  # package.json pins it
+    assert f"--browser-server={shared_browser().cdp_url}" in output.cmd
+    html = (tmp_path / "singlefile.html").read_text(encoding="utf-8")
+    page = BeautifulSoup(html, "lxml")
+    assert page.h1.get_text() == "Welcome to the Vellum test site"
+    references = [tag.get("src") for tag in page.find_all(src=True)]
+    references += [
+        tag["href"] for tag in page.find_all("link", href=True) if tag.get("rel") != ["canonical"]
+    ]
+    assert references, "the page's image and icon are in the file"
+    assert all(reference.startswith("data:") for reference in references), references
+    assert "static/bg.png" not in html and "style.css" not in html  # the stylesheet is inlined
+    assert "url(data:image/png;base64," in html
+    assert not list(tmp_path.glob(".singlefile*"))  # the JSON it came in is gone
+
+
+def test_singlefile_sees_what_scripts_added(live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(SingleFileExtractor(), live_site.url("/rendered.html"), tmp_path)
+
+    page = BeautifulSoup((tmp_path / output.output).read_text(encoding="utf-8"), "lxml")
+    assert page.find(id="added-by-script").get_text() == "Written by JavaScript"
+
+
+@pytest.mark.parametrize("extractor_class", RENDERING)
+def test_404_is_fatal(extractor_class, live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(extractor_class(), live_site.url("/missing.html"), tmp_path)
+
+    assert output.outcome is Outcome.FATAL
+    assert output.error == f"HTTP 404 from {live_site.url('/missing.html')}"
+
+
+@pytest.mark.parametrize("extractor_class", (ScreenshotExtractor, PdfExtractor, DomExtractor))
+def test_503_is_temporary_with_retry_after(extractor_class, live_site, tmp_path: Path) -> None:
+    output = run(extractor_class(), live_site.url("/server-error"), tmp_path)
+
+    assert output.outcome is Outcome.TEMPORARY
+    assert output.retry_after == RETRY_AFTER_SECONDS
+
+
+@pytest.mark.parametrize("extractor_class", RENDERING)
+def test_refused_connection_is_temporary(extractor_class, tmp_path: Path) -> None:
+    output = run(extractor_class(), f"http://127.0.0.1:{unused_port()}/", tmp_path)
+
+    assert output.outcome is Outcome.TEMPORARY
+    assert "ERR_CONNECTION_REFUSED" in output.error or "unreachable" in output.error
+
+
+def test_a_pdf_url_is_skipped_as_a_download(live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(ScreenshotExtractor(), live_site.url("/document.pdf"), tmp_path)
+
+    assert output.outcome is Outcome.SKIPPED
+    assert output.error == "not a page Chromium renders (application/pdf)"
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_image_url_is_rendered(live_site: LiveSite, tmp_path: Path) -> None:
+    output = run(ScreenshotExtractor(), live_site.url("/static/pixel.png"), tmp_path)
+
+    assert output.outcome is Outcome.SUCCEEDED
+    with Image.open(tmp_path / "screenshot.png") as image:
+        assert image.format == "PNG"
+
+
+def test_a_page_past_its_deadline_times_out_and_the_next_page_works(
+    live_site: LiveSite, tmp_path: Path, settings
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {"dom": {"timeout": 3}}
+
+    started = time.monotonic()
+    output = run(DomExtractor(), live_site.url("/hung.html"), tmp_path / "hung")
+    took = time.monotonic() - started
+
+    assert (output.outcome, output.error) == (Outcome.TEMPORARY, "chromium timed out after 3 s")
+    assert took < 3 + 10
+    after = run(DomExtractor(), live_site.url("/page2.html"), tmp_path / "next")
+    assert after.outcome is Outcome.SUCCEEDED
+
+
+def test_one_browser_serves_every_page_of_an_actor(live_site: LiveSite, tmp_path: Path) -> None:
+    first = shared_browser()
+    for index, extractor_class in enumerate((ScreenshotExtractor, PdfExtractor, DomExtractor)):
+        output = run(extractor_class(), live_site.url("/"), tmp_path / str(index))
+        assert output.outcome is Outcome.SUCCEEDED
+
+    assert shared_browser() is first
+    assert first.pages == 3
+    assert first.process.pid in chromium_pids()
+
+
+def test_the_browser_restarts_after_its_page_quota(
+    live_site: LiveSite, tmp_path: Path, settings
+) -> None:
+    settings.CHROMIUM_RESTART_PAGES = 2
+    first = shared_browser()
+    first_pid = first.process.pid
+    run(DomExtractor(), live_site.url("/"), tmp_path / "a")
+    run(DomExtractor(), live_site.url("/page2.html"), tmp_path / "b")
+
+    output = run(DomExtractor(), live_site.url("/page3.html"), tmp_path / "c")
+
+    assert output.outcome is Outcome.SUCCEEDED
+    assert shared_browser() is not first
+    assert wait_until(lambda: first_pid not in chromium_pids())
+    assert not first.user_data_dir.exists()  # its profile folder went with it
+
+
+def test_a_crashed_browser_is_replaced(live_site: LiveSite, tmp_path: Path) -> None:
+    first = shared_browser()
+    os.killpg(first.process.pid, signal.SIGKILL)
+    first.process.wait(timeout=10)
+
+    output = run(ScreenshotExtractor(), live_site.url("/"), tmp_path)
+
+    assert output.outcome is Outcome.SUCCEEDED
+    assert shared_browser() is not first
+
+
+def test_chromium_missing_is_skipped(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("core.extractors.process.PROJECT_BIN_DIRS", ())
+
+    for extractor_class in RENDERING:
+        extractor = extractor_class()
+        assert extractor.should_run(SimpleNamespace(url="http://127.0.0.1/")) == (
+            False,
+            f"{extractor.binaries[0]} not found",
+        )
+    with pytest.raises(browser_module.BrowserUnavailable, match="chromium not found"):
+        shared_browser()
+
+
+KILLED_ACTOR = """
+import os, sys, time
+import django
+django.setup()
+from core.extractors.browser import shared_browser
+browser = shared_browser()
+print(browser.process.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_actor_leaves_no_chromium_behind() -> None:
+    """SIGKILL gives the actor no chance to close its browser: the kernel's parent-death
+    signal (setpriv --pdeathsig) stops Chromium, and its helpers follow it."""
+    before = chromium_pids()
+    actor = subprocess.Popen(
+        [sys.executable, "-c", KILLED_ACTOR],
+        cwd=django_settings.BASE_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        browser_pid = int(actor.stdout.readline())
+        assert wait_until(lambda: len(chromium_pids() - before) >= 2)  # browser and helpers
+        assert browser_pid in chromium_pids()
+    finally:
+        actor.kill()
+        actor.wait()
+
+    assert wait_until(lambda: not (chromium_pids() - before)), chromium_pids() - before
+
+
+def test_binaries_report_lists_the_browser_extractors() -> None:
+    from core.extractors.binaries import binaries_report
+
+    report = {entry.name: entry for entry in binaries_report()}
+
+    for name in ("screenshot", "pdf", "dom"):
+        (chromium,) = report[name].binaries
+        assert chromium.name == "chromium" and chromium.path and "Chromium" in chromium.version
+    single_file, chromium = report["singlefile"].binaries
+    assert single_file.path.endswith("node_modules/.bin/single-file")
+    assert (
+        single_file.version
+        == json.loads((Path(django_settings.BASE_DIR) / "package.json").read_text())[
+            "dependencies"
+        ]["single-file-cli"]
+    )

@@ -1,0 +1,349 @@
+"""The media extractor against a live test site, with the real yt-dlp (no database)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from core.extractors import process
+from core.extractors.base import ExtractorOutput
+from core.extractors.errors import Outcome
+from core.extractors.media import MEDIA_EXTENSIONS, MediaExtractor, classify_log
+from core.tests.media_site import CLIP_WEBM, TONE_WAV, MediaSite
+
+SMALL_LIMIT = 100 * 1024  # bytes: over the test's tone and clip, under its large file
+
+
+@pytest.fixture
+def media_site() -> Iterator[MediaSite]:
+    """A fresh media site per test, so that its request record is the test's own."""
+    site = MediaSite().start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    """An empty folder for one run, as the caller provides it."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
+
+
+def run(url: str, out_dir: Path) -> ExtractorOutput:
+    """Run the media extractor on a stand-in snapshot (``run`` reads nothing but its url)."""
+    return MediaExtractor().run(SimpleNamespace(url=url), out_dir)
+
+
+def files_in(folder: Path) -> set[str]:
+    """Return every file under ``folder``, as POSIX paths relative to it."""
+    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
+
+
+def unused_port() -> int:
+    """Return a local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def media_files(folder: Path) -> set[str]:
+    """Return the files under ``folder`` that would count as downloaded audio or video."""
+    return {name for name in files_in(folder) if name.rpartition(".")[2] in MEDIA_EXTENSIONS}
+
+
+# --- media found ---------------------------------------------------------------------------------
+
+
+def test_audio_is_saved_byte_for_byte_with_its_metadata(
+    media_site: MediaSite, out_dir: Path
+) -> None:
+    output = run(media_site.url("/audio.html"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert output.output == "A_tone_1-audio-1.wav"
+    assert (out_dir / output.output).read_bytes() == TONE_WAV
+    assert files_in(out_dir) == {"A_tone_1-audio-1.wav", "A_tone_1-audio-1.info.json", "media.log"}
+    info = json.loads((out_dir / "A_tone_1-audio-1.info.json").read_text())
+    assert info["title"] == "A tone (1)"
+    assert info["webpage_url"] == media_site.url("/audio.html")
+    assert info["url"] == media_site.url("/tone.wav")
+    assert Path(output.cmd[0]).name == "yt-dlp"
+    assert output.cmd_version[:4].isdigit()  # yt-dlp's version is its release date
+    assert output.exit_code == 0
+    assert output.error == ""
+
+
+def test_a_video_source_element_is_saved_byte_for_byte(
+    media_site: MediaSite, out_dir: Path
+) -> None:
+    output = run(media_site.url("/video.html"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert output.output.endswith(".webm")
+    assert (out_dir / output.output).read_bytes() == CLIP_WEBM
+
+
+def test_a_url_that_is_itself_media_is_saved(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/tone.wav"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert output.output == "tone-tone.wav"
+    assert (out_dir / output.output).read_bytes() == TONE_WAV
+
+
+def test_a_page_with_two_media_keeps_both_and_names_the_first(
+    media_site: MediaSite, out_dir: Path
+) -> None:
+    output = run(media_site.url("/two.html"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert media_files(out_dir) == {"Two_media_1-two-1.wav", "Two_media_2-two-2.webm"}
+    assert output.output == "Two_media_1-two-1.wav"  # the first on the page
+    assert (out_dir / "Two_media_2-two-2.webm").read_bytes() == CLIP_WEBM
+
+
+# --- nothing to save -----------------------------------------------------------------------------
+
+
+def test_a_page_without_media_is_skipped(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/plain.html"), out_dir)
+
+    assert output.outcome is Outcome.SKIPPED
+    assert output.error == "no audio or video found"
+    assert output.exit_code == 1
+    assert output.output == ""
+    assert files_in(out_dir) == {"media.log"}
+    assert "Unsupported URL" in (out_dir / "media.log").read_text()
+
+
+def test_a_document_is_not_downloaded_as_media(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/doc.pdf"), out_dir)
+
+    assert output.outcome is Outcome.SKIPPED
+    assert output.error == "no audio or video found"
+    assert output.exit_code == 0
+    assert files_in(out_dir) == {"media.log"}
+    assert "does not pass filter" in (out_dir / "media.log").read_text()
+
+
+# --- size, time and network ----------------------------------------------------------------------
+
+
+def test_media_over_the_size_limit_is_fatal(settings, media_site: MediaSite, out_dir: Path) -> None:
+    settings.MAX_DOWNLOAD_BYTES = SMALL_LIMIT
+
+    output = run(media_site.url("/large.html"), out_dir)
+
+    # yt-dlp read the Content-Length, refused the file and exited 0: its log says why.
+    assert output.exit_code == 0
+    assert output.outcome is Outcome.FATAL
+    assert output.error == f"download exceeds MAX_DOWNLOAD_BYTES ({SMALL_LIMIT} bytes)"
+    assert output.output == ""
+    assert media_files(out_dir) == set()
+    assert output.cmd[output.cmd.index("--max-filesize") + 1] == str(SMALL_LIMIT)
+
+
+def test_media_without_a_length_is_stopped_at_the_size_limit(
+    settings, media_site: MediaSite, out_dir: Path
+) -> None:
+    settings.MAX_DOWNLOAD_BYTES = SMALL_LIMIT
+
+    output = run(media_site.url("/streamed.html"), out_dir)
+
+    # yt-dlp cannot check a body of unknown length: run_command's limit killed it.
+    assert output.exit_code is None
+    assert output.outcome is Outcome.FATAL
+    assert output.error == f"download exceeds MAX_DOWNLOAD_BYTES ({SMALL_LIMIT} bytes)"
+    assert output.output == ""
+    assert media_files(out_dir) == set()  # at most a .part file, and the folder is discarded
+
+
+def test_a_hanging_server_times_out_as_temporary(
+    settings, media_site: MediaSite, out_dir: Path
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {"media": {"timeout": 2}}
+    started = time.monotonic()
+
+    output = run(media_site.url("/hang.html"), out_dir)
+
+    assert time.monotonic() - started < 10
+    assert output.outcome is Outcome.TEMPORARY
+    assert output.error == "yt-dlp timed out after 2 s"
+    assert output.exit_code is None
+
+
+def test_a_missing_page_is_fatal(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/missing.html"), out_dir)
+
+    assert output.outcome is Outcome.FATAL
+    assert output.error.startswith("HTTP 404: yt-dlp: ")
+    assert output.exit_code == 1
+
+
+def test_missing_media_on_a_page_is_fatal(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/gone.html"), out_dir)
+
+    assert output.outcome is Outcome.FATAL
+    assert (
+        output.error == "HTTP 404: yt-dlp: unable to download video data: HTTP Error 404: Not Found"
+    )
+    assert media_files(out_dir) == set()
+
+
+def test_a_server_error_is_temporary(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/busy.html"), out_dir)
+
+    assert output.outcome is Outcome.TEMPORARY
+    assert output.error.startswith("HTTP 503: yt-dlp: ")
+    assert media_site.headers("/busy.html", "User-Agent") != []
+    assert len(media_site.headers("/busy.html", "User-Agent")) == 1  # no retries of its own
+
+
+def test_a_refused_connection_is_temporary(out_dir: Path) -> None:
+    output = run(f"http://127.0.0.1:{unused_port()}/video.html", out_dir)
+
+    assert output.outcome is Outcome.TEMPORARY
+    assert "Connection refused" in output.error
+    assert "caused by" not in output.error  # yt-dlp's repetition of the cause is cut
+
+
+# --- options and environment ---------------------------------------------------------------------
+
+
+def test_the_user_agent_option_reaches_the_page_and_the_media(
+    settings, media_site: MediaSite, out_dir: Path
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {"media": {"user_agent": "VellumMediaTest/1.0"}}
+
+    output = run(media_site.url("/audio.html"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert set(media_site.headers("/audio.html", "User-Agent")) == {"VellumMediaTest/1.0"}
+    assert set(media_site.headers("/tone.wav", "User-Agent")) == {"VellumMediaTest/1.0"}
+
+
+def test_the_default_user_agent_is_settings_user_agent(
+    settings, media_site: MediaSite, out_dir: Path
+) -> None:
+    settings.USER_AGENT = "VellumDefault/2.0"
+
+    run(media_site.url("/audio.html"), out_dir)
+
+    assert set(media_site.headers("/tone.wav", "User-Agent")) == {"VellumDefault/2.0"}
+
+
+def test_arguments_come_before_the_url_and_take_effect(
+    settings, media_site: MediaSite, out_dir: Path
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {"media": {"arguments": ["--add-headers", "X-Vellum:yes"]}}
+    url = media_site.url("/audio.html")
+
+    output = run(url, out_dir)
+
+    assert output.cmd[-3:] == ["--add-headers", "X-Vellum:yes", url]
+    assert media_site.headers("/tone.wav", "X-Vellum") == ["yes"]
+
+
+def test_a_user_config_file_is_ignored(
+    monkeypatch, tmp_path: Path, media_site: MediaSite, out_dir: Path
+) -> None:
+    # A config that would make yt-dlp download nothing, where yt-dlp looks for one.
+    for config in (tmp_path / "xdg" / "yt-dlp" / "config", tmp_path / "home" / "yt-dlp.conf"):
+        config.parent.mkdir(parents=True)
+        config.write_text("--skip-download\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+    output = run(media_site.url("/audio.html"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert (out_dir / output.output).read_bytes() == TONE_WAV
+
+
+def test_the_command_keeps_yt_dlp_to_the_page(media_site: MediaSite) -> None:
+    cmd = MediaExtractor().command("yt-dlp", media_site.url("/"))
+
+    for flag in ("--ignore-config", "--no-plugin-dirs", "--no-cache-dir", "--no-update"):
+        assert flag in cmd
+    assert "--no-playlist" in cmd
+    assert "--no-check-certificates" not in cmd  # TLS is checked
+
+
+def test_yt_dlp_not_found_is_skipped(monkeypatch, tmp_path: Path, out_dir: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: nothing is found
+    monkeypatch.setattr(process, "PROJECT_BIN_DIRS", ())  # nor in the virtualenv's bin
+    extractor = MediaExtractor()
+
+    assert extractor.should_run(SimpleNamespace(url="http://127.0.0.1/")) == (
+        False,
+        "yt-dlp not found",
+    )
+    output = extractor.run(SimpleNamespace(url="http://127.0.0.1/"), out_dir)
+    assert output.outcome is Outcome.SKIPPED
+    assert output.error == "yt-dlp not found"
+    assert files_in(out_dir) == set()
+
+
+# --- classifying yt-dlp's errors -----------------------------------------------------------------
+
+
+NO_MEDIA = (Outcome.SKIPPED, "no audio or video found")
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        ("ERROR: Unsupported URL: http://a.example/\n", NO_MEDIA),
+        ("ERROR: [generic] x: No video formats found!; please report this issue\n", NO_MEDIA),
+        (
+            "ERROR: [generic] x: Unable to download webpage: HTTP Error 410: Gone\n",
+            (
+                Outcome.FATAL,
+                "HTTP 410: yt-dlp: [generic] x: Unable to download webpage: HTTP Error 410: Gone",
+            ),
+        ),
+        (
+            "ERROR: unable to download video data: HTTP Error 429: Too Many Requests\n",
+            (
+                Outcome.TEMPORARY,
+                "HTTP 429: yt-dlp: unable to download video data: "
+                "HTTP Error 429: Too Many Requests",
+            ),
+        ),
+        (
+            "ERROR: [generic] a: Unable to download webpage: HTTPConnection(host='a.invalid', "
+            "port=80): Failed to resolve 'a.invalid' ([Errno -2] Name or service not known) "
+            '(caused by TransportError("..."))\n',
+            (
+                Outcome.TEMPORARY,
+                "yt-dlp: [generic] a: Unable to download webpage: "
+                "HTTPConnection(host='a.invalid', port=80): Failed to resolve 'a.invalid' "
+                "([Errno -2] Name or service not known)",
+            ),
+        ),
+        (
+            "ERROR: unable to download video data: The read operation timed out\n",
+            (
+                Outcome.TEMPORARY,
+                "yt-dlp: unable to download video data: The read operation timed out",
+            ),
+        ),
+        (
+            "WARNING: a warning\nERROR: [youtube] x: Private video\nERROR: a later error\n",
+            (Outcome.FATAL, "yt-dlp: [youtube] x: Private video"),
+        ),
+        (
+            "Traceback (most recent call last):\n",
+            (Outcome.FATAL, "yt-dlp failed (exit 1); see media.log"),
+        ),
+    ],
+)
+def test_classify_log(log: str, expected: tuple[Outcome, str]) -> None:
+    assert classify_log(log, 1) == expected

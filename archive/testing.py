@@ -108,9 +108,15 @@ def is_running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-def chromium_pids() -> set[int]:
+def chromium_pids(data_dir: Path | str | None = None) -> set[int]:
     """Return the running (not zombie) processes of Debian's Chromium: the browser and every
-    helper it forks (zygote, renderers, GPU and utility processes), whatever they are called."""
+    helper it forks (zygote, renderers, GPU and utility processes), whatever they are called.
+
+    With ``data_dir``, only those of Vellum's browsers for that DATA_DIR: every one of them
+    names its profile folder, ``DATA_DIR/tmp/chromium-*``, on its command line. Test runs side
+    by side then do not count each other's browsers.
+    """
+    profile = f"--user-data-dir={Path(data_dir) / 'tmp'}/chromium-" if data_dir else ""
     pids = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -119,6 +125,9 @@ def chromium_pids() -> set[int]:
             exe = os.readlink(entry / "exe")
         except OSError:
             continue
-        if "chromium" in Path(exe).name and is_running(int(entry.name)):
+        if "chromium" not in Path(exe).name or not is_running(int(entry.name)):
+            continue
+        # Chromium's helpers rewrite their argv into one string: search the whole line.
+        if profile in " ".join(process_cmdline(int(entry.name))):
             pids.add(int(entry.name))
     return pids

@@ -45,6 +45,14 @@ def check_extractor_options(app_configs, **kwargs) -> list[Error]:
             for key, value in options.items()
             if (error := _option_error(name, key, value)) is not None
         ]
+        if "arguments" in options and not BY_NAME[name].takes_arguments:
+            errors.append(
+                Error(
+                    f"EXTRACTOR_OPTIONS[{name!r}] cannot set 'arguments': {name} renders in the "
+                    "browser it shares with the other rendering extractors",
+                    id="core.E008",
+                )
+            )
     return errors
 
 

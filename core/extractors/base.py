@@ -54,6 +54,8 @@ class Extractor:
     # Extractors whose results, on the same snapshot, must be final before this one runs (it
     # reads their output when they succeeded): DESIGN.md §4's depends_on.
     depends_on: ClassVar[tuple[str, ...]] = ()
+    # False when the ``arguments`` option cannot apply (core/checks.py rejects it then).
+    takes_arguments: ClassVar[bool] = True
 
     @property
     def options(self) -> dict:

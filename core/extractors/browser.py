@@ -25,16 +25,22 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from django.conf import settings
 
 from core.extractors.process import SETPRIV, find_binary
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Headless, and nothing in the background: no sync, component updates, metrics, field trials,
 # translation or safe-browsing lookups; no QUIC (one network stack for every capture: the
@@ -66,6 +72,7 @@ CHROMIUM_FLAGS = (
     "--remote-debugging-port=0",  # any free port; Chromium writes it to DevToolsActivePort
 )
 START_TIMEOUT = 30  # seconds for a new browser to open its DevTools port
+DEADLINE_GRACE = 1  # seconds past a page's timeout before the browser is killed
 CLOSE_TIMEOUT = 5  # seconds for Chromium to exit on SIGTERM before it is SIGKILLed
 
 
@@ -95,15 +102,19 @@ class Browser:
     """
 
     def __init__(self, chromium: str) -> None:
-        self.user_data_dir = Path(tempfile.mkdtemp(prefix="vellum-chromium-"))
+        self.user_data_dir = new_profile_dir()
         self.command = chromium_command(chromium, self.user_data_dir)
         self.pages = 0
         self.process: subprocess.Popen | None = None
         self._playwright = None
         self._connection = None
+        # Playwright's sync API runs an asyncio loop in the thread that uses it, and Django
+        # refuses database calls in a thread with a running loop: every Playwright call happens
+        # in this one thread instead, and the actor's thread waits for it.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
         try:
             self._launch()
-            self._connect()
+            self._thread.submit(self._connect).result()
         except BaseException:
             self.close()
             raise
@@ -154,33 +165,34 @@ class Browser:
             and self._connection.is_connected()
         )
 
-    @contextlib.contextmanager
-    def page(self, *, user_agent: str, timeout: float) -> Iterator:
-        """Yield a new Playwright page in a fresh context, closed afterwards.
+    def render(self, work: Callable[[Page], T], *, user_agent: str, timeout: float) -> T:
+        """Return ``work(page)``, run in the browser's thread on a new page in a fresh context.
 
-        ``timeout`` (seconds) is the deadline for everything done with the page: Playwright's
-        own timeouts are set to it, and a watchdog kills the browser when it passes anyway (a
-        call without a timeout of its own, such as ``page.pdf``, on a hung renderer). Raises
-        DeadlineMissed when the watchdog fired.
+        ``timeout`` (seconds) is the deadline for all of it: Playwright's own timeouts are set
+        to it, and when it passes anyway (a call without a timeout of its own, such as
+        ``page.pdf``, on a hung renderer) the browser is killed and DeadlineMissed raised.
+        Whatever ``work`` raises (Playwright's errors included) is raised here.
         """
         self.pages += 1
+        job = self._thread.submit(self._render, work, user_agent, timeout)
+        try:
+            return job.result(timeout=timeout + DEADLINE_GRACE)
+        except FutureTimeout:
+            self.kill()
+            with contextlib.suppress(Exception):  # its calls fail at once on a dead browser
+                job.result(timeout=CLOSE_TIMEOUT)
+            raise DeadlineMissed(f"chromium timed out after {timeout:g} s") from None
+
+    def _render(self, work: Callable[[Page], T], user_agent: str, timeout: float) -> T:
         context = self._connection.new_context(
             user_agent=user_agent,
             viewport={"width": 1280, "height": 800},
             accept_downloads=False,
         )
-        context.set_default_timeout(timeout * 1000)
-        watchdog = threading.Timer(timeout + 1, self.kill)
-        watchdog.daemon = True
-        watchdog.start()
         try:
-            yield context.new_page()
-        except Exception as error:
-            if not watchdog.is_alive():
-                raise DeadlineMissed(f"chromium timed out after {timeout:g} s") from error
-            raise
+            context.set_default_timeout(timeout * 1000)
+            return work(context.new_page())
         finally:
-            watchdog.cancel()
             with contextlib.suppress(Exception):  # a killed or crashed browser cannot close it
                 context.close()
 
@@ -192,15 +204,35 @@ class Browser:
 
     def close(self) -> None:
         """Disconnect, stop Chromium (SIGTERM, then SIGKILL), and delete its profile folder."""
+        if self._connection is not None or self._playwright is not None:
+            disconnect = self._thread.submit(self._disconnect)
+            with contextlib.suppress(Exception):  # a hung thread is left behind; Chromium is not
+                disconnect.result(timeout=CLOSE_TIMEOUT)
+        self._thread.shutdown(wait=False, cancel_futures=True)
+        if self.process is not None:
+            _stop_group(self.process)
+        shutil.rmtree(self.user_data_dir, ignore_errors=True)
+
+    def _disconnect(self) -> None:
+        """Close Playwright's connection and stop its driver (in the browser's thread)."""
         if self._connection is not None:
             with contextlib.suppress(Exception):
                 self._connection.close()
         if self._playwright is not None:
             with contextlib.suppress(Exception):
                 self._playwright.stop()
-        if self.process is not None:
-            _stop_group(self.process)
-        shutil.rmtree(self.user_data_dir, ignore_errors=True)
+
+
+def new_profile_dir() -> Path:
+    """Make an empty Chromium profile folder, ``DATA_DIR/tmp/chromium-<pid>-<random>``, and
+    delete those left by processes that no longer run (an actor that was SIGKILLed)."""
+    parent = Path(settings.DATA_DIR) / "tmp"
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in parent.glob("chromium-*-*"):
+        owner = stale.name.split("-")[1]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"chromium-{os.getpid()}-", dir=parent))
 
 
 def _read_port(port_file: Path) -> int | None:

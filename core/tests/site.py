@@ -13,6 +13,7 @@ import struct
 import threading
 import zlib
 from functools import partial
+from html import escape
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
@@ -307,7 +308,16 @@ class SiteHandler(SimpleHTTPRequestHandler):
     def multi_header(self) -> None:
         self.send_page(HTTPStatus.OK, PAGE2_HTML, (("X-Vellum", "one"), ("X-Vellum", "two")))
 
+    def echo_headers(self) -> None:
+        """A page titled with the request's User-Agent, listing every header it came with."""
+        items = "".join(
+            f"<li>{escape(name)}: {escape(value)}</li>" for name, value in self.headers.items()
+        )
+        title = escape(self.headers.get("User-Agent", ""))
+        self.send_page(HTTPStatus.OK, f"<title>{title}</title><ul>{items}</ul>")
+
     ROUTES = {
+        "/echo-headers": echo_headers,
         "/redirect": redirect,
         "/missing.html": missing,
         "/server-error": server_error,

@@ -43,11 +43,14 @@ STYLE_BLUE = (30, 30, 200)  # the colour of the test site's background image, st
 def _no_chromium_left(request):
     """Each test starts without a browser and must leave no Chromium process behind."""
     close_shared_browser()
-    before = chromium_pids()
     yield
     close_shared_browser()
-    left = chromium_pids() - before
-    assert wait_until(lambda: not (chromium_pids() - before)), [process_cmdline(p) for p in left]
+    assert wait_until(lambda: not ours()), [process_cmdline(pid)[:2] for pid in ours()]
+
+
+def ours() -> set[int]:
+    """This test session's Chromium processes (other test runs may have theirs)."""
+    return chromium_pids(django_settings.DATA_DIR)
 
 
 def wait_until(condition, seconds: float = 10) -> bool:
@@ -224,7 +227,7 @@ def test_one_browser_serves_every_page_of_an_actor(live_site: LiveSite, tmp_path
 
     assert shared_browser() is first
     assert first.pages == 3
-    assert first.process.pid in chromium_pids()
+    assert first.process.pid in ours()
 
 
 def test_the_browser_restarts_after_its_page_quota(
@@ -240,7 +243,7 @@ def test_the_browser_restarts_after_its_page_quota(
 
     assert output.outcome is Outcome.SUCCEEDED
     assert shared_browser() is not first
-    assert wait_until(lambda: first_pid not in chromium_pids())
+    assert wait_until(lambda: first_pid not in ours())
     assert not first.user_data_dir.exists()  # its profile folder went with it
 
 
@@ -283,7 +286,6 @@ time.sleep(60)
 def test_a_killed_actor_leaves_no_chromium_behind() -> None:
     """SIGKILL gives the actor no chance to close its browser: the kernel's parent-death
     signal (setpriv --pdeathsig) stops Chromium, and its helpers follow it."""
-    before = chromium_pids()
     actor = subprocess.Popen(
         [sys.executable, "-c", KILLED_ACTOR],
         cwd=django_settings.BASE_DIR,
@@ -292,13 +294,13 @@ def test_a_killed_actor_leaves_no_chromium_behind() -> None:
     )
     try:
         browser_pid = int(actor.stdout.readline())
-        assert wait_until(lambda: len(chromium_pids() - before) >= 2)  # browser and helpers
-        assert browser_pid in chromium_pids()
+        assert wait_until(lambda: len(ours()) >= 2)  # the browser and its helpers
+        assert browser_pid in ours()
     finally:
         actor.kill()
         actor.wait()
 
-    assert wait_until(lambda: not (chromium_pids() - before)), chromium_pids() - before
+    assert wait_until(lambda: not ours()), [process_cmdline(pid)[:2] for pid in ours()]
 
 
 def test_binaries_report_lists_the_browser_extractors() -> None:
@@ -317,3 +319,46 @@ def test_binaries_report_lists_the_browser_extractors() -> None:
             "dependencies"
         ]["single-file-cli"]
     )
+
+
+@pytest.mark.django_db
+def test_the_database_works_in_a_process_with_a_browser(
+    live_site: LiveSite, tmp_path: Path
+) -> None:
+    """Playwright's loop lives in the browser's own thread: Django refuses database calls in a
+    thread that runs an asyncio loop (SynchronousOnlyOperation), and an actor makes both."""
+    from crawls.models import Crawl
+
+    output = run(DomExtractor(), live_site.url("/"), tmp_path)
+
+    assert output.outcome is Outcome.SUCCEEDED
+    assert Crawl.objects.count() == 0
+
+
+def test_each_page_sends_the_extractors_user_agent(
+    live_site: LiveSite, tmp_path: Path, settings
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {"dom": {"user_agent": "VellumDom/1"}}
+
+    dom = run(DomExtractor(), live_site.url("/echo-headers"), tmp_path / "dom")
+    singlefile = run(SingleFileExtractor(), live_site.url("/echo-headers"), tmp_path / "sf")
+
+    assert "<title>VellumDom/1</title>" in (tmp_path / "dom" / dom.output).read_text()
+    page = (tmp_path / "sf" / singlefile.output).read_text()
+    assert f"<li>User-Agent: {settings.USER_AGENT}<" in page  # the others keep USER_AGENT
+
+
+def test_profiles_left_by_dead_actors_are_removed() -> None:
+    tmp = Path(django_settings.DATA_DIR) / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    stale = tmp / "chromium-999999999-abc"  # no such process
+    (stale / "Default").mkdir(parents=True)
+    mine = tmp / f"chromium-{os.getpid()}-keep"  # a live process's, not this browser's
+    mine.mkdir()
+
+    browser = shared_browser()
+
+    assert not stale.exists()
+    assert mine.exists()
+    assert browser.user_data_dir.parent == tmp
+    mine.rmdir()

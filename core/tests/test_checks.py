@@ -45,8 +45,9 @@ def test_env_json_object_rejects_what_is_not_an_object(monkeypatch, raw, message
 
 def test_valid_options_pass_the_check(settings) -> None:
     settings.EXTRACTOR_OPTIONS = {
-        "wget": {"timeout": 120, "max_attempts": 5, "enabled": True},
+        "wget": {"timeout": 120, "max_attempts": 5, "enabled": True, "arguments": ["--quota=5m"]},
         "title": {"enabled": False},
+        "screenshot": {"user_agent": "Mozilla/5.0 (archiving)", "timeout": 30},
     }
 
     assert check_extractor_options(None) == []
@@ -62,6 +63,12 @@ def test_valid_options_pass_the_check(settings) -> None:
         ({"wget": {"max_attempts": "3"}}, "core.E004", "not '3'"),
         ({"wget": {"max_attempts": True}}, "core.E004", "not True"),
         ({"wget": {"enabled": "no"}}, "core.E005", "must be true or false, not 'no'"),
+        ({"wget": {"user_agent": ""}}, "core.E006", "must be a non-empty string, not ''"),
+        ({"git": {"user_agent": 7}}, "core.E006", "not 7"),
+        ({"wget": {"arguments": "--mirror"}}, "core.E007", "must be a list of strings"),
+        ({"curl": {}}, "core.E001", "unknown extractor 'curl'"),
+        ({"title": {"arguments": ["-H", 5]}}, "core.E007", "not ['-H', 5]"),
+        ({"screenshot": {"arguments": ["--x"]}}, "core.E008", "cannot set 'arguments'"),
     ],
 )
 def test_bad_options_are_reported(settings, options, error_id, message) -> None:

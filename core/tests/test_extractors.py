@@ -531,3 +531,38 @@ def test_should_run_when_the_binary_is_installed(
 )
 def test_parse_retry_after(value: str, seconds: float | None) -> None:
     assert parse_retry_after(value) == seconds
+
+
+# --- per-extractor user agent and arguments (EXTRACTOR_OPTIONS) ----------------------------------
+
+
+def test_curl_extractors_send_their_user_agent_and_arguments(
+    live_site: LiveSite, out_dir: Path, settings
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {
+        "htmltotext": {"user_agent": "VellumText/2", "arguments": ["--header", "X-Vellum: text"]}
+    }
+
+    text_output = run(HtmlToTextExtractor(), live_site.url("/echo-headers"), out_dir)
+    title_output = run(TitleExtractor(), live_site.url("/echo-headers"), out_dir.parent / "t")
+
+    text = (out_dir / text_output.output).read_text(encoding="utf-8")
+    assert "User-Agent: VellumText/2" in text
+    assert "X-Vellum: text" in text
+    assert text_output.cmd[-3:-1] == ["--header", "X-Vellum: text"]
+    assert title_output.output == settings.USER_AGENT  # the others keep USER_AGENT
+
+
+def test_wget_sends_its_user_agent_and_arguments(
+    live_site: LiveSite, out_dir: Path, settings
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {
+        "wget": {"user_agent": "VellumWget/3", "arguments": ["--header=X-Vellum: wget"]}
+    }
+
+    output = run(WgetExtractor(), live_site.url("/echo-headers"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED
+    page = (out_dir / output.output).read_text(encoding="utf-8")
+    assert "<title>VellumWget/3</title>" in page
+    assert "X-Vellum: wget" in page

@@ -561,6 +561,41 @@ def test_claim_order_takes_a_result_whose_lease_ran_out_before_the_queue() -> No
     assert ordered == [orphan, *waiting]
 
 
+@pytest.mark.parametrize(
+    ("dom_status", "readability_runs"),
+    [
+        (ResultStatus.QUEUED, False),
+        (ResultStatus.STARTED, False),
+        (ResultStatus.BACKOFF, False),
+        (ResultStatus.SUCCEEDED, True),
+        (ResultStatus.FAILED, True),
+        (ResultStatus.SKIPPED, True),
+    ],
+)
+def test_a_result_waits_until_what_it_depends_on_is_final(dom_status, readability_runs) -> None:
+    """readability depends_on dom (DESIGN.md §4): it is not due while dom may still write."""
+    past = timezone.now() - timedelta(seconds=1)
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    make_result(dom_status, snapshot, extractor="dom", retry_at=past)
+    readability = make_result(ResultStatus.QUEUED, snapshot, extractor="readability", retry_at=past)
+    title = make_result(ResultStatus.QUEUED, snapshot, extractor="title", retry_at=past)
+    # Another snapshot's dom does not hold this one's readability back, nor the reverse.
+    other = make_snapshot(SnapshotStatus.STARTED)
+    make_result(ResultStatus.QUEUED, other, extractor="dom", retry_at=past)
+
+    due = set(ArchiveResult.objects.due())
+
+    assert title in due
+    assert (readability in due) is readability_runs
+
+
+def test_a_result_whose_dependency_is_not_in_the_profile_runs() -> None:
+    past = timezone.now() - timedelta(seconds=1)
+    readability = make_result(ResultStatus.QUEUED, extractor="readability", retry_at=past)
+
+    assert list(ArchiveResult.objects.due()) == [readability]
+
+
 def test_claimable_holds_queued_snapshots_back_while_the_window_is_full(settings) -> None:
     settings.MAX_STARTED_SNAPSHOTS = 2
     crawl = make_crawl()

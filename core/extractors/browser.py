@@ -205,9 +205,10 @@ class Browser:
     def close(self) -> None:
         """Disconnect, stop Chromium (SIGTERM, then SIGKILL), and delete its profile folder."""
         if self._connection is not None or self._playwright is not None:
-            disconnect = self._thread.submit(self._disconnect)
-            with contextlib.suppress(Exception):  # a hung thread is left behind; Chromium is not
-                disconnect.result(timeout=CLOSE_TIMEOUT)
+            # A hung thread is left behind, and at interpreter exit (atexit) the executor takes
+            # no more work (RuntimeError): Chromium is stopped all the same.
+            with contextlib.suppress(Exception):
+                self._thread.submit(self._disconnect).result(timeout=CLOSE_TIMEOUT)
         self._thread.shutdown(wait=False, cancel_futures=True)
         if self.process is not None:
             _stop_group(self.process)

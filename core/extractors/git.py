@@ -127,6 +127,16 @@ def probe(url: str, *, out_dir: Path, timeout: float, user_agent: str) -> tuple[
     temporary file in ``out_dir``, deleted before returning; curl's log stays in
     ``out_dir/curl.log``. Raises LookupError if curl is not installed.
     """
+    result, start = read_info_refs(url, out_dir=out_dir, timeout=timeout, user_agent=user_agent)
+    found = result.outcome is Outcome.SUCCEEDED and is_ref_advertisement(result.content_type, start)
+    return result, found
+
+
+def read_info_refs(
+    url: str, *, out_dir: Path, timeout: float, user_agent: str
+) -> tuple[FetchResult, bytes]:
+    """Fetch ``<url>/info/refs?service=git-upload-pack`` as ``probe`` does; return the fetch
+    and the first PROBE_READ_BYTES of its body (b"" unless it succeeded)."""
     body_path = out_dir / ".git-probe"
     try:
         result = fetch(
@@ -138,13 +148,12 @@ def probe(url: str, *, out_dir: Path, timeout: float, user_agent: str) -> tuple[
             user_agent=user_agent,
         )
         if result.outcome is not Outcome.SUCCEEDED:
-            return result, False
+            return result, b""
         try:
             with open(body_path, "rb") as stream:
-                start = stream.read(PROBE_READ_BYTES)
+                return result, stream.read(PROBE_READ_BYTES)
         except FileNotFoundError:
-            start = b""  # curl writes no file for an empty body
-        return result, is_ref_advertisement(result.content_type, start)
+            return result, b""  # curl writes no file for an empty body
     finally:
         remove(body_path)
 
@@ -274,12 +283,38 @@ class GitExtractor(Extractor):
         elif done.exit_code != 0:
             output.outcome, output.error = classify_git_failure(done.exit_code, log, url)
         elif EMPTY_LOG in log:
-            output.outcome, output.error = Outcome.SKIPPED, f"git: {url} is an empty repository"
+            return self._empty(output, url, out_dir)
         elif not (out_dir / mirror / "HEAD").is_file():
             output.outcome, output.error = Outcome.FATAL, f"git left no repository, see {LOG_NAME}"
         else:
             output.output = mirror
         return output
+
+    def _empty(self, cloned: ExtractorOutput, url: str, out_dir: Path) -> ExtractorOutput:
+        """Describe a clone that git took for an empty repository.
+
+        git reads any page at ``<url>/info/refs`` that is no ref list (a web page, an error
+        page served with 200) as an empty dumb repository: its info/refs is checked with curl
+        (at most PROBE_SECONDS), and only an empty one or a ref advertisement is an empty
+        repository. A check that fails keeps curl's outcome.
+        """
+        try:
+            result, start = read_info_refs(
+                url,
+                out_dir=out_dir,
+                timeout=min(PROBE_SECONDS, self.timeout),
+                user_agent=self.user_agent,
+            )
+        except LookupError as error:
+            return unavailable(error)
+        if result.outcome is not Outcome.SUCCEEDED:
+            return output_from_fetch(result)
+        if start.strip() and not is_ref_advertisement(result.content_type, start):
+            return output_from_fetch(
+                result, Outcome.SKIPPED, "not a git repository (info/refs is not a ref list)"
+            )
+        cloned.outcome, cloned.error = Outcome.SKIPPED, f"git: {url} is an empty repository"
+        return cloned
 
 
 def _not_a_repository(result: FetchResult) -> ExtractorOutput:

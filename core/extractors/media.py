@@ -4,19 +4,27 @@ yt-dlp runs as a subprocess through ``run_command``, never in-process: its timeo
 whole process group, and whatever it does wrong cannot take the actor down with it. It knows the
 media of many sites by their URL, and its generic extractor finds HTML5 ``<video>``/``<audio>``
 (with their ``<source>``) on any other page; a page without media ends SKIPPED.
+
+Starting yt-dlp costs about a second even when a page has nothing for it, so ``run`` looks
+first (``outcome_without_ytdlp``): a URL that one of yt-dlp's site extractors claims, or whose
+name is a media file's, goes to yt-dlp at once; any other page is fetched with curl, and yt-dlp
+only starts for audio or video, or HTML with signs of media (``has_media_markers``).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+import time
+from functools import cache
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.errors import Outcome, classify_http_status, timeout_reason, too_large_reason
 from core.extractors.fetch import download_limit
-from core.extractors.page import remove, unavailable
+from core.extractors.page import Page, fetch_page, output_from_fetch, remove, unavailable
 from core.extractors.process import run_command
 
 LOG_NAME = "media.log"
@@ -35,6 +43,16 @@ MEDIA_EXTENSIONS = (
     "m4v", "wmv", "aiff", "alac", "flac", "m4a", "mka", "mp3", "ogg", "opus", "wav", "aac", "ape",
     "asf", "f4a", "f4b", "m4b", "m4r", "oga", "ogx", "spx", "vorbis", "wma", "weba",
 )  # fmt: skip
+# Streaming manifests (HLS, DASH, HDS), which yt-dlp downloads as the media they describe.
+STREAM_EXTENSIONS = ("m3u8", "mpd", "f4m")
+STREAM_TYPES = frozenset(
+    {
+        "application/vnd.apple.mpegurl",
+        "application/x-mpegurl",
+        "application/dash+xml",
+        "application/f4m+xml",
+    }
+)
 # For a URL that is neither HTML nor served as audio or video (a PDF, an image, JSON), yt-dlp's
 # generic extractor guesses "URL could be a direct video link" and would download it whole. It
 # counts as media only if its name says so (a video served as application/octet-stream):
@@ -61,6 +79,82 @@ ERROR_LINE = re.compile(r"^ERROR: (?P<message>.+)$", re.MULTILINE)
 # yt-dlp repeats the underlying exception after the message: "... (caused by TransportError(...))".
 CAUSED_BY = re.compile(r" \(caused by .*$")
 MAX_ERROR_CHARS = 300
+# yt-dlp gets what is left of the run's timeout after the pre-check's fetch, but at least this.
+MIN_YTDLP_SECONDS = 1
+
+# Signs of media in a page's HTML, besides <video>, <audio> and embeds (has_media_markers):
+# the Open Graph and Twitter card properties yt-dlp's generic extractor reads, schema.org
+# objects in JSON-LD, and a quoted URL of a media file, as a player's script setup holds
+# (JW Player's ``file: "..."``, which the generic extractor also searches for).
+MEDIA_META = re.compile(r"(?:og:(?:video|audio)|twitter:player)(?::(?:url|secure_url|stream))?")
+JSON_LD_MEDIA = re.compile(r'"@type"\s*:\s*"(?:VideoObject|AudioObject)"')
+MEDIA_NAMES = "|".join((*MEDIA_EXTENSIONS, *STREAM_EXTENSIONS))
+QUOTED_MEDIA_URL = re.compile(
+    rf"""["'][^"'<>\s]+\.(?:{MEDIA_NAMES})(?:[?#][^"'<>\s]*)?["']""", re.IGNORECASE
+)
+
+
+@cache
+def site_extractors() -> tuple[type, ...]:
+    """Return yt-dlp's extractors for particular sites (all but the generic one), in its order.
+
+    Loaded once per process, on first use: importing yt_dlp.extractor and matching the first
+    URL against all ~1750 URL patterns (each compiled on first use) costs about 0.4 s and
+    40 MB (measured: import 0.12-0.37 s, first pass 0.25-0.8 s; each later URL 3-10 ms). The
+    list is the installed yt_dlp package's; the yt-dlp command found first on PATH is normally
+    the same one. Empty if yt_dlp cannot be imported: every URL is then checked by its page.
+    """
+    try:
+        from yt_dlp.extractor import gen_extractor_classes
+    except ImportError:
+        return ()
+    return tuple(ie for ie in gen_extractor_classes() if ie.ie_key() != "Generic")
+
+
+def claimed_by_site(url: str) -> bool:
+    """Tell whether one of yt-dlp's site extractors (YouTube, Vimeo, ...) takes ``url``."""
+    return any(ie.suitable(url) for ie in site_extractors())
+
+
+def url_extension(url: str) -> str:
+    """Return the lowercased extension of ``url``'s last path segment ("" if none)."""
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return ""
+    return PurePosixPath(unquote(path)).suffix.lstrip(".").lower()
+
+
+def is_media_url(url: str) -> bool:
+    """Tell whether ``url`` names an audio, video or streaming manifest file by its extension."""
+    return url_extension(url) in (*MEDIA_EXTENSIONS, *STREAM_EXTENSIONS)
+
+
+def is_media_type(content_type: str) -> bool:
+    """Tell whether a media type (lowercased, no parameters) is audio, video or a manifest."""
+    return content_type.startswith(("audio/", "video/")) or content_type in STREAM_TYPES
+
+
+def has_media_markers(page: Page) -> bool:
+    """Tell whether ``page`` shows signs of audio or video that yt-dlp could find.
+
+    Signs: a ``<video>`` or ``<audio>``; a ``<source src>`` of audio or video (by its type or
+    extension); an ``<iframe>``, ``<embed>`` or ``<object>`` (players embedded from another
+    site); an ``og:video``/``og:audio``/``twitter:player`` meta property; a JSON-LD
+    VideoObject or AudioObject; a quoted URL of a media file anywhere in the page.
+    """
+    soup = page.soup
+    if soup.find(["video", "audio", "iframe", "embed", "object"]) is not None:
+        return True
+    for source in soup.find_all("source", src=True):
+        kind = (source.get("type") or "").split(";")[0].strip().lower()
+        if is_media_type(kind) or is_media_url(source["src"].strip()):
+            return True
+    for meta in soup.find_all("meta"):
+        name = meta.get("property") or meta.get("name") or ""
+        if isinstance(name, str) and MEDIA_META.fullmatch(name.strip().lower()):
+            return True
+    return bool(JSON_LD_MEDIA.search(page.html) or QUOTED_MEDIA_URL.search(page.html))
 
 
 def classify_log(text: str, exit_code: int) -> tuple[Outcome, str]:
@@ -78,7 +172,10 @@ def classify_log(text: str, exit_code: int) -> tuple[Outcome, str]:
     short = CAUSED_BY.sub("", message)[:MAX_ERROR_CHARS]
     if status := HTTP_ERROR.search(message):
         code = int(status["status"])
-        return classify_http_status(code), f"HTTP {code}: yt-dlp: {short}"
+        # A 3xx here is yt-dlp giving up on redirects ("redirect loop detected"): fatal, as
+        # curl's too many redirects; only 4xx and 5xx are classified by their status.
+        outcome = classify_http_status(code) if code >= 400 else Outcome.FATAL
+        return outcome, f"HTTP {code}: yt-dlp: {short}"
     if NETWORK_ERROR.search(message):
         return Outcome.TEMPORARY, f"yt-dlp: {short}"
     return Outcome.FATAL, f"yt-dlp: {short}"
@@ -88,7 +185,7 @@ class MediaExtractor(Extractor):
     """Download the page's audio and video with yt-dlp, with each one's .info.json."""
 
     name = "media"
-    binaries = ("yt-dlp",)
+    binaries = ("yt-dlp", "curl")  # curl: the check for signs of media (outcome_without_ytdlp)
 
     def command(self, ytdlp: str, url: str) -> list[str]:
         """Return the yt-dlp command line for ``url``, to run in the output folder."""
@@ -124,18 +221,47 @@ class MediaExtractor(Extractor):
             url,
         ]  # fmt: skip
 
+    def outcome_without_ytdlp(self, url: str, out_dir: Path) -> ExtractorOutput | None:
+        """Return the run's outcome if yt-dlp need not start for ``url``, or None if it should.
+
+        A URL that a site extractor of yt-dlp claims, or that names a media file, goes to
+        yt-dlp without the network. Any other is fetched with curl (its log stays as
+        ``curl.log``): a failed fetch keeps curl's outcome (404 FATAL, 503 TEMPORARY, too large
+        FATAL, as for the other page extractors); after redirects, a URL a site extractor
+        claims, a body of audio or video, or HTML with ``has_media_markers`` goes to yt-dlp;
+        anything else is SKIPPED with NO_MEDIA. Raises LookupError if curl is not installed.
+        """
+        if claimed_by_site(url) or is_media_url(url):
+            return None
+        # Not curl_options(): the arguments option holds yt-dlp's arguments, not curl's.
+        result, page = fetch_page(
+            url, out_dir=out_dir, timeout=self.timeout, user_agent=self.user_agent
+        )
+        if result.outcome is not Outcome.SUCCEEDED:
+            return output_from_fetch(result)
+        final_url = result.final_url or url
+        if page is not None:
+            found = has_media_markers(page) or claimed_by_site(final_url)
+        else:
+            found = is_media_type(result.content_type) or is_media_url(final_url)
+        return None if found else output_from_fetch(result, Outcome.SKIPPED, NO_MEDIA)
+
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Save the media of ``snapshot.url`` into ``out_dir``, each with its ``.info.json``.
 
+        yt-dlp only starts if ``outcome_without_ytdlp`` returns None; else that is the outcome.
         Output: the first media file yt-dlp finished (in page order), relative to ``out_dir``;
         a page with several keeps them all. yt-dlp's stdout and stderr go to ``media.log``.
-        Any one file is bounded by MAX_DOWNLOAD_BYTES, everything together by
-        ``download_limit``; a file over the limit fails the run (the page will not shrink).
-        Partial files (``.part``) are left only by a run that failed, whose folder the caller
-        discards.
+        The check's fetch and yt-dlp share the run's timeout. Any one file is bounded by
+        MAX_DOWNLOAD_BYTES, everything together by ``download_limit``; a file over the limit
+        fails the run (the page will not shrink). Partial files (``.part``) are left only by a
+        run that failed, whose folder the caller discards.
         """
+        deadline = time.monotonic() + self.timeout
         try:
             ytdlp = self.binary_path("yt-dlp")
+            if (checked := self.outcome_without_ytdlp(snapshot.url, out_dir)) is not None:
+                return checked
         except LookupError as error:
             return unavailable(error)
         log_path = out_dir / LOG_NAME
@@ -145,7 +271,7 @@ class MediaExtractor(Extractor):
             done = run_command(
                 cmd,
                 cwd=out_dir,
-                timeout=self.timeout,
+                timeout=max(deadline - time.monotonic(), MIN_YTDLP_SECONDS),
                 log_path=log_path,
                 limit=download_limit(out_dir),
             )

@@ -10,6 +10,7 @@ the HTML as curl fetches it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from html import escape
@@ -39,6 +40,7 @@ ARTICLE_JSON = "article.json"
 
 DISTRIBUTION = "readability-lxml"
 NO_ARTICLE = "no article text found"
+BASE_TAG = re.compile(r"<base\b[^>]*>", re.IGNORECASE)
 
 PAGE_TEMPLATE = """<!doctype html>
 <html>
@@ -102,9 +104,8 @@ def find_article(html: str, url: str) -> Article | None:
     """
     if not html.strip():
         return None
-    document = Document(html, url=url or None)
     try:
-        title = document.short_title()  # before summary(), which changes the parsed page
+        document, title = _document(html, url)
         fragment = document.summary(html_partial=True)
     except (Unparseable, lxml.etree.ParserError):  # nothing lxml can parse: no elements
         return None
@@ -113,6 +114,24 @@ def find_article(html: str, url: str) -> Article | None:
     heading = "" if not title or _has_heading(fragment, title) else f"<h1>{escape(title)}</h1>\n"
     page = PAGE_TEMPLATE.format(title=escape(title or url), heading=heading, body=fragment)
     return Article(title=title, html=page, text=get_text(page).strip())
+
+
+def _document(html: str, url: str) -> tuple[Document, str]:
+    """Return readability's Document of ``html`` and its short title (read before
+    ``summary()``, which changes the parsed page).
+
+    lxml applies a ``<base href>`` without the guard readability keeps for bad links, and
+    raises ValueError for one that is no URL (``http://[::1``): the page is then read without
+    its ``<base>``, so links resolve against ``url``, as for the outlinks extractor.
+    """
+    document = Document(html, url=url or None)
+    try:
+        return document, document.short_title()
+    except Unparseable:
+        raise
+    except ValueError:
+        document = Document(BASE_TAG.sub("", html), url=url or None)
+        return document, document.short_title()
 
 
 def _has_heading(fragment: str, title: str) -> bool:

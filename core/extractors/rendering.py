@@ -9,6 +9,8 @@ and add after loading is on the page when it is captured.
 from __future__ import annotations
 
 import contextlib
+import time
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,6 +29,9 @@ from core.extractors.fetch import parse_retry_after
 # Seconds to wait, after ``load``, for no network connection for 500 ms (Playwright's
 # "networkidle"); a page that polls forever is captured when this runs out.
 SETTLE_SECONDS = 5
+# Seconds between checks, while waiting for ``load``, that the main document's transfer did
+# not fail (Chromium then never fires ``load``).
+LOAD_POLL_SECONDS = 0.25
 
 # Chromium's network errors (net/base/net_error_list.h) that a later attempt may not meet.
 TEMPORARY_NET_ERRORS = frozenset(
@@ -44,6 +49,8 @@ TEMPORARY_NET_ERRORS = frozenset(
         "ERR_INTERNET_DISCONNECTED",
         "ERR_NETWORK_CHANGED",
         "ERR_HTTP2_PROTOCOL_ERROR",
+        "ERR_CONTENT_LENGTH_MISMATCH",  # the body was cut short (curl's exit 18)
+        "ERR_INCOMPLETE_CHUNKED_ENCODING",
     }
 )
 # What the rendering extractors render: web pages, images and text. Anything else (a PDF, an
@@ -86,13 +93,15 @@ class ChromiumExtractor(Extractor):
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         try:
-            with browser.page(user_agent=self.user_agent, timeout=self.timeout) as page:
-                response = page.goto(snapshot.url, wait_until="load")
-                if refused := self._refused(response, snapshot.url):
-                    output.outcome, output.error, output.retry_after = refused
-                    return output
-                _settle(page)
-                output.output = self.capture(page, out_dir)
+            done = browser.render(
+                partial(self._load_and_capture, url=snapshot.url, out_dir=out_dir),
+                user_agent=self.user_agent,
+                timeout=self.timeout,
+            )
+            if isinstance(done, tuple):
+                output.outcome, output.error, output.retry_after = done
+                return output
+            output.output = done
         except (DeadlineMissed, PlaywrightTimeout):
             output.outcome, output.error = timeout_reason("chromium", self.timeout)
             return output
@@ -102,6 +111,21 @@ class ChromiumExtractor(Extractor):
         if (out_dir / output.output).stat().st_size > settings.MAX_DOWNLOAD_BYTES:
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         return output
+
+    def _load_and_capture(
+        self, page, *, url: str, out_dir: Path
+    ) -> tuple[Outcome, str, float | None] | str:
+        """In the browser's thread: load ``url``, then return ``capture``'s file name, or
+        (outcome, error, retry_after) when the response cannot be captured."""
+        deadline = time.monotonic() + self.timeout
+        failures: list[str] = []
+        page.on("requestfailed", partial(_note_document_failure, failures))
+        response = page.goto(url, wait_until="commit")
+        if refused := self._refused(response, url):
+            return refused
+        _wait_for_load(page, failures, deadline)
+        _settle(page)
+        return self.capture(page, out_dir)
 
     def capture(self, page, out_dir: Path) -> str:
         """Write this extractor's file from the loaded ``page``; return its name in ``out_dir``."""
@@ -121,6 +145,43 @@ class ChromiumExtractor(Extractor):
         if media_type and not media_type.startswith(RENDERED_TYPES):
             return Outcome.SKIPPED, f"not a page Chromium renders ({media_type})", None
         return None
+
+
+def _note_document_failure(failures: list[str], request) -> None:
+    """Add the error of a failed main-frame navigation (``net::ERR_*``) to ``failures``.
+
+    ERR_ABORTED is left out: a navigation that another one replaced, or a download.
+    """
+    failure = request.failure or ""
+    if (
+        request.is_navigation_request()
+        and request.frame.parent_frame is None
+        and "ERR_ABORTED" not in failure
+    ):
+        failures.append(failure)
+
+
+def _wait_for_load(page, failures: list[str], deadline: float) -> None:
+    """Wait for the page's ``load`` event until ``deadline`` (time.monotonic()).
+
+    A main document whose transfer fails once it has started (a body shorter than its
+    Content-Length) never fires ``load``: raise Playwright's Error with the network error
+    (``failures``, from ``_note_document_failure``) as soon as it is known, rather than
+    wait for the deadline and report a timeout; raise its TimeoutError at the deadline.
+    """
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    while not failures:
+        left = deadline - time.monotonic()
+        wait_ms = max(min(left, LOAD_POLL_SECONDS) * 1000, 1)  # 0 would mean no timeout at all
+        try:
+            page.wait_for_load_state("load", timeout=wait_ms)
+            return
+        except PlaywrightTimeout:
+            if left <= LOAD_POLL_SECONDS:
+                raise
+    raise PlaywrightError(failures[0])
 
 
 def _settle(page) -> None:

@@ -9,7 +9,9 @@ launching a Chromium of its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import urllib.request
 from pathlib import Path
 
 from django.conf import settings
@@ -30,8 +32,18 @@ OUTPUT_HTML = "singlefile.html"
 RESULT_JSON = ".singlefile.json"
 # Milliseconds to wait once the page's network is idle before capturing, for late scripts.
 SETTLE_MS = 500
+ACCEPT_LANGUAGE = "en-US,en;q=0.9"  # what Chromium itself sends by default
 # What SingleFile prints when the browser could not load the page at all (DNS, refused, reset).
 UNREACHABLE = "Unreachable URL"
+# What it prints when its own deadlines (--browser-load-max-time, --browser-capture-max-time)
+# passed, and when the navigation made no document to capture (a URL that Chromium downloads).
+OWN_TIMEOUTS = ("Load timeout", "Capture timeout")
+NO_DOCUMENT = "Execution context not found for SingleFile world"
+# Seconds past the extractor's timeout before single-file's group is killed: SingleFile's own
+# load deadline fires first, and is reported as it says.
+KILL_GRACE = 3
+# The DevTools HTTP endpoint is on 127.0.0.1: never through a proxy from the environment.
+LOCAL_HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class SingleFileExtractor(Extractor):
@@ -47,9 +59,15 @@ class SingleFileExtractor(Extractor):
             single_file,
             f"--browser-server={cdp_url}",
             f"--user-agent={self.user_agent}",
+            # With --browser-server, SingleFile sets the user agent (CDP's setUserAgentOverride)
+            # only when a platform or language is asked for too (lib/cdp-client.js).
+            f"--accept-language={ACCEPT_LANGUAGE}",
             f"--browser-load-max-time={load_ms}",
             f"--browser-capture-max-time={load_ms}",
             f"--browser-wait-until-delay={SETTLE_MS}",
+            # Each fallback loads the page again with a fresh load deadline, which the run's
+            # own deadline (timeout plus KILL_GRACE) leaves no time for.
+            "--browser-wait-until-fallback=false",
             "--output-json",  # to learn the main response's HTTP status
             "--errors-traces-disabled",
             *self.arguments,
@@ -66,14 +84,19 @@ class SingleFileExtractor(Extractor):
             outcome = Outcome.SKIPPED if "not found" in str(error) else Outcome.TEMPORARY
             return ExtractorOutput(outcome=outcome, error=str(error))
         cmd = self.command(single_file, browser.cdp_url, snapshot.url, out_dir)
-        # Node and SingleFile's own deadlines come first; the group is killed a little later.
-        done = run_command(
-            cmd,
-            cwd=out_dir,
-            timeout=2 * self.timeout + 10,
-            log_path=out_dir / "single-file.log",
-            limit=download_limit(out_dir),
-        )
+        tabs_before = _page_targets(browser.cdp_url)
+        try:
+            # SingleFile's own load deadline comes first; the group is killed a little later.
+            done = run_command(
+                cmd,
+                cwd=out_dir,
+                timeout=self.timeout + KILL_GRACE,
+                log_path=out_dir / "single-file.log",
+                limit=download_limit(out_dir),
+            )
+        finally:
+            # A killed single-file leaves its tab open in the shared browser, still loading.
+            _close_targets(browser.cdp_url, _page_targets(browser.cdp_url) - tabs_before)
         output = ExtractorOutput(
             outcome=Outcome.SUCCEEDED,
             cmd=cmd,
@@ -86,6 +109,7 @@ class SingleFileExtractor(Extractor):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         else:
             self._read_result(output, out_dir, snapshot.url)
+        (out_dir / RESULT_JSON).unlink(missing_ok=True)  # half-written when single-file was killed
         return output
 
     def _read_result(self, output: ExtractorOutput, out_dir: Path, url: str) -> None:
@@ -97,6 +121,11 @@ class SingleFileExtractor(Extractor):
         except (OSError, ValueError):
             if UNREACHABLE in log:
                 output.outcome, output.error = Outcome.TEMPORARY, f"single-file: unreachable {url}"
+            elif any(message in log for message in OWN_TIMEOUTS):
+                output.outcome, output.error = timeout_reason("single-file", self.timeout)
+            elif NO_DOCUMENT in log:
+                output.outcome = Outcome.SKIPPED
+                output.error = "not a page Chromium renders (no document to capture)"
             else:
                 last = log.strip().splitlines()[-1] if log.strip() else "no output"
                 output.outcome, output.error = Outcome.FATAL, f"single-file saved nothing: {last}"
@@ -114,3 +143,20 @@ class SingleFileExtractor(Extractor):
             return
         (out_dir / OUTPUT_HTML).write_text(content, encoding="utf-8")
         output.output = OUTPUT_HTML
+
+
+def _page_targets(cdp_url: str) -> set[str]:
+    """Return the ids of the browser's tabs ("page" targets), from its DevTools HTTP endpoint
+    (empty if the browser does not answer)."""
+    try:
+        with LOCAL_HTTP.open(f"{cdp_url}/json/list", timeout=5) as reply:
+            return {target["id"] for target in json.load(reply) if target.get("type") == "page"}
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
+def _close_targets(cdp_url: str, target_ids: set[str]) -> None:
+    """Close the browser's tabs ``target_ids`` (DevTools' /json/close)."""
+    for target_id in target_ids:
+        with contextlib.suppress(OSError):
+            LOCAL_HTTP.open(f"{cdp_url}/json/close/{target_id}", timeout=5).close()

@@ -6,6 +6,10 @@ HTML, a Content-Type that lies, or a 500 before a 200. Large bodies are generate
 sent, never held in memory, and stop as soon as the client goes away; the server counts the
 bytes it sent per path so that a test can check the client stopped early.
 
+A route answers for its path and for any path below it, with or without ``.git``: the git
+extractor asks for ``<url>/info/refs`` and drops the query, so ``/huge/html/case-3.git`` gets
+the same answer as ``/huge?html`` (a route's variant is read from anywhere in the path).
+
 Tests start one ``HostileSite`` with a fixture (core/tests/test_hostile_servers.py) and stop it
 afterwards; ``stop()`` releases every handler that is still waiting.
 """
@@ -70,9 +74,9 @@ class HostileHandler(BaseHTTPRequestHandler):
     site: HostileSite
 
     def do_GET(self) -> None:
-        path = self.path.split("?")[0]
+        first_segment = self.path.split("?")[0].split("/")[1]
         self.site.record(self.path)
-        route = self.ROUTES.get(path)
+        route = self.ROUTES.get("/" + first_segment.removesuffix(".git"))
         if route is None:
             self.send_html(HTTPStatus.NOT_FOUND, b"<title>Not here</title>")
         else:
@@ -234,6 +238,16 @@ class HostileSite(LocalServer):
         """Bytes written to the sockets of every request for ``path`` (with its query)."""
         with self._lock:
             return self._sent[path]
+
+    def sent_containing(self, marker: str) -> int:
+        """Bytes written for every request whose path (with its query) contains ``marker``."""
+        with self._lock:
+            return sum(size for path, size in self._sent.items() if marker in path)
+
+    def requests_containing(self, marker: str) -> int:
+        """Requests whose path (with its query) contains ``marker``."""
+        with self._lock:
+            return sum(count for path, count in self.requests.items() if marker in path)
 
     def start(self) -> HostileSite:
         gzip_bomb()  # made now, so that no request waits for it (and times out on a busy machine)

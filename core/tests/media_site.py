@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler
 
 from archive.testing import LocalServer
 
-# Seconds /hang.html waits before answering: longer than any test timeout.
+# Seconds /hang.html (and /hang.webm) waits before answering: longer than any test timeout.
 HANG_SECONDS = 30
 LARGE_MEDIA_BYTES = 1024 * 1024
 
@@ -69,6 +69,10 @@ PAGES = {
     "/large.html": page("Large", '<video src="/large.webm"></video>'),
     "/streamed.html": page("Streamed", '<video src="/streamed.webm"></video>'),
     "/gone.html": page("Gone", '<video src="/nothing.webm"></video>'),
+    # No media element: only an Open Graph property names the clip.
+    "/og.html": page("Shared clip", "<p>A clip.</p>").replace(
+        "</head>", '<meta property="og:video" content="/clip.webm"></head>'
+    ),
 }
 MEDIA = {
     "/tone.wav": ("audio/wav", TONE_WAV),
@@ -76,6 +80,8 @@ MEDIA = {
     "/large.webm": ("video/webm", LARGE_WEBM),
     # Not media: what yt-dlp's generic extractor would otherwise download as a "direct link".
     "/doc.pdf": ("application/pdf", b"%PDF-1.4\n" + bytes(range(256)) * 64),
+    # Audio at a URL whose name does not say so: only its Content-Type does.
+    "/listen": ("audio/wav", TONE_WAV),
 }
 
 
@@ -94,7 +100,7 @@ class MediaHandler(BaseHTTPRequestHandler):
             self.send_body(HTTPStatus.OK, *MEDIA[path])
         elif path == "/streamed.webm":
             self.stream(LARGE_WEBM)
-        elif path == "/hang.html":
+        elif path in ("/hang.html", "/hang.webm"):
             self.site.release.wait(HANG_SECONDS)
             with contextlib.suppress(OSError):  # the client gave up long ago
                 self.send_body(HTTPStatus.OK, "text/html", PAGES["/plain.html"].encode())

@@ -1,9 +1,14 @@
 """Servers that misbehave (issue 3, item 7): every extractor ends bounded, with a clear outcome.
 
-The extractors run for real (curl, wget) against core/tests/hostile_site.py, with
-MAX_DOWNLOAD_BYTES lowered to 2 MiB and EXTRACTOR_TIMEOUT to 2 s so that the suite stays quick.
+The extractors run for real (curl, wget, Chromium, SingleFile, yt-dlp's check, git) against
+core/tests/hostile_site.py, with MAX_DOWNLOAD_BYTES lowered to 2 MiB and EXTRACTOR_TIMEOUT to
+2 s so that the suite stays quick (SingleFile gets 4 s: its capture alone takes about 3.5 s).
 Each case checks the outcome and its message, that the run ended within its timeout plus a
-margin, and that what it left on disk stays within MAX_DOWNLOAD_BYTES plus a little. A few cases
+margin, that what it left on disk stays within MAX_DOWNLOAD_BYTES plus a little, and that it
+stopped reading early. Every extractor has an expected outcome for every case: the tables below
+say, per kind of extractor, what it makes of each server. The git extractor runs twice, on the
+URL as it is (it probes ``<url>/info/refs`` with curl) and on the URL with ``.git`` (cloned at
+once by git). The Chromium-based runs of all but the dom extractor are slow-marked. A few cases
 go through the whole pipeline (``result_tick``) on a Snapshot of a Crawl; one slow test runs the
 orchestrator with its actors over a crawl of every hostile URL.
 """
@@ -19,6 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,8 +33,10 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 from model_bakery import baker
 
+from archive.testing import chromium_pids, process_cmdline
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
+from core.extractors.browser import close_shared_browser
 from core.extractors.errors import Outcome
 from core.extractors.fetch import fetch
 from core.extractors.registry import BY_NAME, get_extractor
@@ -40,12 +48,44 @@ from crawls.models import Crawl
 
 MAX_BYTES = 2 * 1024**2
 TIMEOUT = 2  # seconds
+SINGLEFILE_TIMEOUT = 4  # seconds: SingleFile needs about 3.5 s for any page
 MARGIN = 5  # seconds a run may take past its timeout (curl's kill deadline is timeout + 5)
 SLACK = 64 * 1024  # bytes on disk past MAX_BYTES: logs, headers, WARC records' own headers
 TOO_LARGE = f"download exceeds MAX_DOWNLOAD_BYTES ({MAX_BYTES} bytes)"
 CURL_EXTRACTORS = ("headers", "title", "favicon", "htmltotext", "outlinks")
 ALL_EXTRACTORS = tuple(BY_NAME)
+GIT_CLONE = "git .git"  # the git extractor, on the case's URL with ".git": git clones at once
+RUNNERS = (*ALL_EXTRACTORS, GIT_CLONE)
+# Which column of the tables below each runner reads; every other one is "curl": the
+# extractors that fetch the page with curl first (readability, and media's check for signs
+# of media, included: a page that fails to arrive fails them as it does curl).
+KINDS = {
+    "wget": "wget",
+    "screenshot": "chromium",
+    "pdf": "chromium",
+    "dom": "chromium",
+    "singlefile": "singlefile",
+    "git": "git",
+    GIT_CLONE: GIT_CLONE,
+}
+# Slow-marked where they are not the quick representative of their kind: screenshot and pdf
+# load pages as dom does, and SingleFile costs 3 to 7 s a case.
+HEAVY_RUNNERS = ("screenshot", "pdf", "singlefile")
 CASE_NUMBERS = itertools.count(1)
+
+
+def kind(runner: str) -> str:
+    return KINDS.get(runner, "curl")
+
+
+def runner_params(runners=RUNNERS, *, quick: tuple[str, ...] | None = None) -> list:
+    """``runners`` as parameters: HEAVY_RUNNERS (or all but ``quick``, if given) marked slow."""
+    return [
+        pytest.param(runner, marks=pytest.mark.slow)
+        if (runner not in quick if quick is not None else runner in HEAVY_RUNNERS)
+        else runner
+        for runner in runners
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +96,26 @@ def hostile_site() -> Iterator[HostileSite]:
     site.stop()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_chromium_left() -> Iterator[None]:
+    """The rendering extractors share one browser in this process: once the module is done
+    and it is closed, no Chromium process of theirs may be left."""
+    before = chromium_pids()
+    yield
+    close_shared_browser()
+    deadline = time.monotonic() + 10
+    while chromium_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = chromium_pids() - before
+    assert not left, [process_cmdline(pid) for pid in left]
+
+
 @pytest.fixture(autouse=True)
 def bounds(settings) -> None:
     """Small bounds, so that a 1 GiB body or a silent server costs seconds, not minutes."""
     settings.MAX_DOWNLOAD_BYTES = MAX_BYTES
     settings.EXTRACTOR_TIMEOUT = TIMEOUT
+    settings.EXTRACTOR_OPTIONS = {"singlefile": {"timeout": SINGLEFILE_TIMEOUT}}
 
 
 @pytest.fixture
@@ -73,7 +128,31 @@ def out_dir(tmp_path: Path) -> Path:
 def case_path(path: str) -> str:
     """Return ``path`` with a query of its own, so the site counts this case's requests apart."""
     separator = "&" if "?" in path else "?"
-    return f"{path}{separator}case={next(CASE_NUMBERS)}"
+    return f"{path}{separator}case={next(CASE_NUMBERS):05d}"
+
+
+@dataclass
+class Case:
+    """One hostile path as one runner is given it: ``url``, and ``marker``, which is in the
+    path (query included) of every request the run makes for it, and of no other case's."""
+
+    url: str
+    marker: str
+
+
+def hostile_case(site: HostileSite, path: str, runner: str) -> Case:
+    """Return the case for ``path`` (a route with its variant, such as "/huge?html").
+
+    The git extractor drops a URL's query and asks for ``<url>/info/refs``: it gets the route
+    and its variant as path segments instead (hostile_site.py answers below a route too).
+    """
+    if kind(runner) not in ("git", GIT_CLONE):
+        case = case_path(path)
+        return Case(url=site.url(case), marker=case)
+    route, _, variant = path.partition("?")
+    marker = f"/case-{next(CASE_NUMBERS):05d}"
+    suffix = ".git" if runner == GIT_CLONE else ""
+    return Case(url=site.url(f"{route}/{variant or 'plain'}{marker}{suffix}"), marker=marker)
 
 
 def folder_bytes(folder: Path) -> int:
@@ -81,10 +160,31 @@ def folder_bytes(folder: Path) -> int:
 
 
 def run_timed(name: str, url: str, out_dir: Path) -> tuple[ExtractorOutput, float]:
-    """Run extractor ``name`` on ``url``; return its output and the seconds it took."""
+    """Run extractor ``name`` (or GIT_CLONE) on ``url``; return its output and the seconds it
+    took."""
+    extractor = get_extractor("git" if name == GIT_CLONE else name)
     started = time.monotonic()
-    output = get_extractor(name).run(SimpleNamespace(url=url), out_dir)
+    output = extractor.run(SimpleNamespace(url=url), out_dir)
     return output, time.monotonic() - started
+
+
+def time_limit(runner: str) -> float:
+    """Seconds a run of ``runner`` may take: its extractor's timeout plus MARGIN."""
+    return get_extractor("git" if runner == GIT_CLONE else runner).timeout + MARGIN
+
+
+class AnyOf(frozenset):
+    """Expected outcomes when the run may end either way, by the machine's speed."""
+
+
+def assert_outcome(output: ExtractorOutput, expected, url: str) -> None:
+    """Check (outcome, error) against ``expected``: a pair, or an AnyOf of pairs; an error may
+    name the case's ``{url}``."""
+    if isinstance(expected, AnyOf):
+        choices = {(outcome, error.format(url=url)) for outcome, error in expected}
+        assert (output.outcome, output.error) in choices
+    else:
+        assert (output.outcome, output.error) == (expected[0], expected[1].format(url=url))
 
 
 # --- bodies larger than MAX_DOWNLOAD_BYTES -------------------------------------------------------
@@ -116,47 +216,123 @@ def test_fetch_stops_a_body_at_max_download_bytes_when_no_length_gives_it_away(
     assert hostile_site.sent(path) < HUGE_BYTES // 16  # the server stopped sending early
 
 
-# What each extractor makes of each server, as (outcome, error); "curl"/"wget" stand for all the
-# curl-based extractors and for wget.
+CHROMIUM_TIMED_OUT = (Outcome.TEMPORARY, f"chromium timed out after {TIMEOUT} s")
+SINGLEFILE_TIMED_OUT = (Outcome.TEMPORARY, f"single-file timed out after {SINGLEFILE_TIMEOUT} s")
+# Chromium treats a body it will not render as a download, and drops it: so does SingleFile's
+# page, which then holds no document to capture.
+DOWNLOAD = (Outcome.SKIPPED, "not a page Chromium renders (the URL is a download)")
+NO_DOCUMENT = (Outcome.SKIPPED, "not a page Chromium renders (no document to capture)")
+# What the git extractor says of an answer that is not git's: its probe's finding, or its
+# check's when git took the page for an empty repository.
+NOT_A_REF_LIST = (Outcome.SKIPPED, "not a git repository (info/refs is not a ref list)")
+# git reads all of a huge info/refs (1 GiB here, in a few MB of memory: no disk, no limit of
+# its own on the bytes) and then finds it is no ref list, unless its deadline comes first.
+GIT_READS_IT_ALL = AnyOf(
+    {
+        (Outcome.FATAL, "git: no repository at {url}"),
+        (Outcome.TEMPORARY, f"git timed out after {TIMEOUT} s"),
+    }
+)
+
+# What each extractor makes of each server, as (outcome, error); "curl", "wget", "chromium",
+# "singlefile", "git" and GIT_CLONE stand for the extractors of each kind (KINDS). The git
+# extractor's probe is a curl fetch of <url>/info/refs, and keeps curl's outcome when it fails.
 BOUNDED_CASES = {
-    "/huge": {"curl": (Outcome.FATAL, TOO_LARGE), "wget": (Outcome.FATAL, TOO_LARGE)},
-    "/huge?html": {"curl": (Outcome.FATAL, TOO_LARGE), "wget": (Outcome.FATAL, TOO_LARGE)},
+    "/huge": {
+        "curl": (Outcome.FATAL, TOO_LARGE),
+        "wget": (Outcome.FATAL, TOO_LARGE),
+        "chromium": DOWNLOAD,  # application/octet-stream
+        "singlefile": NO_DOCUMENT,
+        "git": (Outcome.FATAL, TOO_LARGE),
+        GIT_CLONE: GIT_READS_IT_ALL,
+    },
+    "/huge?html": {
+        "curl": (Outcome.FATAL, TOO_LARGE),
+        "wget": (Outcome.FATAL, TOO_LARGE),
+        # Chromium parses the endless page (at its own pace, a few MB a second) until the
+        # deadline: retried later, and each attempt is bounded by the timeout.
+        "chromium": CHROMIUM_TIMED_OUT,
+        "singlefile": SINGLEFILE_TIMED_OUT,
+        "git": (Outcome.FATAL, TOO_LARGE),
+        GIT_CLONE: GIT_READS_IT_ALL,
+    },
     "/huge?announced": {
         "curl": (Outcome.FATAL, "curl: response larger than MAX_DOWNLOAD_BYTES (exit 63)"),
         "wget": (Outcome.FATAL, TOO_LARGE),
+        "chromium": DOWNLOAD,
+        "singlefile": NO_DOCUMENT,
+        "git": (Outcome.FATAL, "curl: response larger than MAX_DOWNLOAD_BYTES (exit 63)"),
+        GIT_CLONE: GIT_READS_IT_ALL,
     },
     # wget asks for no compression and keeps the bytes as sent: the small gzip file itself.
-    "/gzip-bomb": {"curl": (Outcome.FATAL, TOO_LARGE), "wget": (Outcome.SUCCEEDED, "")},
+    # Chromium inflates the 64 MiB of zeros in memory as it reads them, and captures the blank
+    # page they make (a few KB). git takes them for an empty info/refs: its check (curl) stops.
+    "/gzip-bomb": {
+        "curl": (Outcome.FATAL, TOO_LARGE),
+        "wget": (Outcome.SUCCEEDED, ""),
+        "chromium": (Outcome.SUCCEEDED, ""),
+        "singlefile": (Outcome.SUCCEEDED, ""),
+        "git": (Outcome.FATAL, TOO_LARGE),
+        GIT_CLONE: (Outcome.FATAL, TOO_LARGE),
+    },
     "/loop": {
         "curl": (Outcome.FATAL, "curl: too many redirects (exit 47)"),
         "wget": (Outcome.FATAL, "wget: too many redirects (exit 8)"),
+        "chromium": (Outcome.FATAL, "chromium: ERR_TOO_MANY_REDIRECTS"),
+        # SingleFile only says that the page did not load, not why: retried, up to
+        # max_attempts, as for any unreachable page.
+        "singlefile": (Outcome.TEMPORARY, "single-file: unreachable {url}"),
+        "git": (Outcome.FATAL, "curl: too many redirects (exit 47)"),
+        GIT_CLONE: (
+            Outcome.FATAL,
+            "git clone failed (exit 128): unable to access '{url}/': Maximum (20) redirects "
+            "followed",
+        ),
     },
     # Content-Length promises 100000 bytes, the server sends about 1000 and closes.
     "/short": {
         "curl": (Outcome.TEMPORARY, "curl: partial file: transfer ended early (exit 18)"),
         "wget": (Outcome.TEMPORARY, "wget: network failure (timeout, refused or reset) (exit 4)"),
+        "chromium": (Outcome.TEMPORARY, "chromium: ERR_CONTENT_LENGTH_MISMATCH"),
+        # SingleFile's page never fires load for the cut document (as Chromium's): it waits.
+        "singlefile": SINGLEFILE_TIMED_OUT,
+        "git": (Outcome.TEMPORARY, "curl: partial file: transfer ended early (exit 18)"),
+        GIT_CLONE: (
+            Outcome.TEMPORARY,
+            "git: network error: unable to access '{url}/': transfer closed with 99058 bytes "
+            "remaining to read",
+        ),
     },
     "/empty-reply": {
         "curl": (Outcome.TEMPORARY, "curl: server replied with nothing (exit 52)"),
         "wget": (Outcome.TEMPORARY, "wget: network failure (timeout, refused or reset) (exit 4)"),
+        "chromium": (Outcome.TEMPORARY, "chromium: ERR_EMPTY_RESPONSE"),
+        "singlefile": (Outcome.TEMPORARY, "single-file: unreachable {url}"),
+        "git": (Outcome.TEMPORARY, "curl: server replied with nothing (exit 52)"),
+        GIT_CLONE: (
+            Outcome.TEMPORARY,
+            "git: network error: unable to access '{url}/': Empty reply from server",
+        ),
     },
 }
 
 
-@pytest.mark.parametrize("name", ALL_EXTRACTORS)
+@pytest.mark.parametrize("runner", runner_params())
 @pytest.mark.parametrize("path", list(BOUNDED_CASES))
 def test_misbehaving_server_gives_a_clear_bounded_outcome(
-    hostile_site: HostileSite, out_dir: Path, path: str, name: str
+    hostile_site: HostileSite, out_dir: Path, path: str, runner: str
 ) -> None:
-    case = case_path(path)
+    case = hostile_case(hostile_site, path, runner)
 
-    output, took = run_timed(name, hostile_site.url(case), out_dir)
+    output, took = run_timed(runner, case.url, out_dir)
 
-    expected = BOUNDED_CASES[path]["wget" if name == "wget" else "curl"]
-    assert (output.outcome, output.error) == expected
-    assert took < TIMEOUT + MARGIN
+    assert_outcome(output, BOUNDED_CASES[path][kind(runner)], case.url)
+    assert took < time_limit(runner)
     assert folder_bytes(out_dir) <= MAX_BYTES + SLACK
-    assert hostile_site.sent(case) < HUGE_BYTES // 16
+    if output.outcome is Outcome.SUCCEEDED:
+        assert (out_dir / output.output).stat().st_size > 0
+    if BOUNDED_CASES[path][kind(runner)] is not GIT_READS_IT_ALL:
+        assert hostile_site.sent_containing(case.marker) < HUGE_BYTES // 16
 
 
 def test_a_redirect_loop_is_given_up_after_ten_hops(
@@ -182,40 +358,43 @@ def test_wget_keeps_a_gzip_bomb_as_the_small_file_it_was(
 
 # --- servers that are too slow -------------------------------------------------------------------
 
-# One curl-based extractor (headers) and wget run in the quick suite; the other curl-based ones
-# share its fetch and only run with the slow suite.
-QUICK_RUNNERS = ("headers", "wget")
-SLOW_RUNNERS = [
-    name if name in QUICK_RUNNERS else pytest.param(name, marks=pytest.mark.slow)
-    for name in ALL_EXTRACTORS
-]
+# One curl-based extractor (headers), wget and one Chromium-based one (dom) run in the quick
+# suite; the others share their fetch or their page load, and only run with the slow suite.
+QUICK_RUNNERS = ("headers", "wget", "dom")
 TIMED_OUT = {
     "curl": "curl: operation timed out (exit 28)",
     "wget": f"wget timed out after {TIMEOUT} s",
+    "chromium": f"chromium timed out after {TIMEOUT} s",
+    "singlefile": f"single-file timed out after {SINGLEFILE_TIMEOUT} s",
+    "git": "curl: operation timed out (exit 28)",  # the probe
+    GIT_CLONE: f"git timed out after {TIMEOUT} s",
 }
 
 
-@pytest.mark.parametrize("name", SLOW_RUNNERS)
+@pytest.mark.parametrize("runner", runner_params(quick=QUICK_RUNNERS))
 @pytest.mark.parametrize("path", ["/never", "/trickle"])
 def test_a_server_that_never_finishes_times_out_as_temporary(
-    hostile_site: HostileSite, out_dir: Path, path: str, name: str
+    hostile_site: HostileSite, out_dir: Path, path: str, runner: str
 ) -> None:
-    path = case_path(path)
+    case = hostile_case(hostile_site, path, runner)
+    timeout = time_limit(runner) - MARGIN
 
-    output, took = run_timed(name, hostile_site.url(path), out_dir)
+    output, took = run_timed(runner, case.url, out_dir)
 
     assert output.outcome is Outcome.TEMPORARY
-    assert output.error == TIMED_OUT["wget" if name == "wget" else "curl"]
-    assert TIMEOUT - 0.5 < took < TIMEOUT + MARGIN
-    assert hostile_site.requests[path] == 1
-    assert hostile_site.sent(path) < 100  # /trickle: a short start and a byte a second
+    assert output.error == TIMED_OUT[kind(runner)]
+    assert timeout - 0.5 < took < timeout + MARGIN
+    assert hostile_site.requests_containing(case.marker) == 1
+    assert hostile_site.sent_containing(case.marker) < 100  # a short start, a byte a second
 
 
 # --- content that lies or is broken --------------------------------------------------------------
 
 NO_FAVICON = "no favicon (declared: none; /favicon.ico: HTTP 404)"
+NO_MEDIA = (Outcome.SKIPPED, "no audio or video found")  # media's check: yt-dlp never starts
 CONTENT_CASES = {
-    # HTML served as image/png: only what does not read HTML keeps it.
+    # HTML served as image/png: only what does not read HTML keeps it. Chromium shows what the
+    # server says it is, a broken image, and SingleFile saves that.
     "/html-as-png": {
         "headers": (Outcome.SUCCEEDED, ""),
         "wget": (Outcome.SUCCEEDED, ""),
@@ -223,6 +402,14 @@ CONTENT_CASES = {
         "favicon": (Outcome.SKIPPED, NO_FAVICON),
         "htmltotext": (Outcome.SKIPPED, "not HTML (image/png)"),
         "outlinks": (Outcome.SKIPPED, "not HTML (image/png)"),
+        "screenshot": (Outcome.SUCCEEDED, ""),
+        "pdf": (Outcome.SUCCEEDED, ""),
+        "dom": (Outcome.SUCCEEDED, ""),
+        "singlefile": (Outcome.SUCCEEDED, ""),
+        "readability": (Outcome.SKIPPED, "not HTML (image/png)"),
+        "media": NO_MEDIA,
+        "git": NOT_A_REF_LIST,
+        GIT_CLONE: NOT_A_REF_LIST,  # git called it empty; its info/refs says otherwise
     },
     # A PNG served as text/html is read as the (odd) HTML it claims to be.
     "/png-as-html": {
@@ -232,6 +419,16 @@ CONTENT_CASES = {
         "favicon": (Outcome.SKIPPED, NO_FAVICON),
         "htmltotext": (Outcome.SUCCEEDED, ""),
         "outlinks": (Outcome.SUCCEEDED, ""),
+        "screenshot": (Outcome.SUCCEEDED, ""),
+        "pdf": (Outcome.SUCCEEDED, ""),
+        "dom": (Outcome.SUCCEEDED, ""),
+        "singlefile": (Outcome.SUCCEEDED, ""),
+        "readability": (Outcome.SUCCEEDED, ""),  # the PNG's text chunks read as a paragraph
+        "media": NO_MEDIA,
+        "git": NOT_A_REF_LIST,
+        # git refuses the binary info/refs itself ("info/refs not valid"), as for any URL named
+        # like a repository that is none.
+        GIT_CLONE: (Outcome.FATAL, "git: no repository at {url}"),
     },
     "/invalid-html": {
         "headers": (Outcome.SUCCEEDED, ""),
@@ -240,21 +437,32 @@ CONTENT_CASES = {
         "favicon": (Outcome.SKIPPED, NO_FAVICON),
         "htmltotext": (Outcome.SUCCEEDED, ""),
         "outlinks": (Outcome.SUCCEEDED, ""),
+        "screenshot": (Outcome.SUCCEEDED, ""),
+        "pdf": (Outcome.SUCCEEDED, ""),
+        "dom": (Outcome.SUCCEEDED, ""),
+        "singlefile": (Outcome.SUCCEEDED, ""),
+        "readability": (Outcome.SUCCEEDED, ""),  # its <base> is no URL: ignored
+        "media": NO_MEDIA,
+        "git": NOT_A_REF_LIST,
+        GIT_CLONE: NOT_A_REF_LIST,
     },
 }
 
 
-@pytest.mark.parametrize("name", ALL_EXTRACTORS)
+@pytest.mark.parametrize("runner", runner_params())
 @pytest.mark.parametrize("path", list(CONTENT_CASES))
 def test_lying_or_broken_content_gives_a_sensible_outcome(
-    hostile_site: HostileSite, out_dir: Path, path: str, name: str
+    hostile_site: HostileSite, out_dir: Path, path: str, runner: str
 ) -> None:
-    output, took = run_timed(name, hostile_site.url(case_path(path)), out_dir)
+    case = hostile_case(hostile_site, path, runner)
 
-    assert (output.outcome, output.error) == CONTENT_CASES[path][name]
-    assert took < TIMEOUT + MARGIN
-    if output.outcome is Outcome.SUCCEEDED and name != "title":  # title outputs the text itself
+    output, took = run_timed(runner, case.url, out_dir)
+
+    assert_outcome(output, CONTENT_CASES[path][runner], case.url)
+    assert took < time_limit(runner)
+    if output.outcome is Outcome.SUCCEEDED and runner != "title":  # title outputs the text
         assert (out_dir / output.output).is_file()
+        assert (out_dir / output.output).stat().st_size > 0
 
 
 def test_invalid_html_still_yields_title_text_and_the_valid_links(
@@ -290,6 +498,34 @@ def test_deeply_nested_html_does_not_crash_the_parsers(
     assert outcomes["outlinks"].outcome is Outcome.SUCCEEDED
     # libxml2 stops at its depth limit, so the deep text may be lost, but nothing fails.
     assert outcomes["htmltotext"].outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED)
+
+
+DEEP_HTML_CASES = {
+    "screenshot": (Outcome.SUCCEEDED, ""),
+    "pdf": (Outcome.SUCCEEDED, ""),
+    "dom": (Outcome.SUCCEEDED, ""),
+    # SingleFile walks all 5000 levels as it captures: about 3 s, near its timeout here.
+    "singlefile": AnyOf({(Outcome.SUCCEEDED, ""), SINGLEFILE_TIMED_OUT}),
+    # libxml2 stops at its depth limit before the deep text, as for htmltotext.
+    "readability": (Outcome.SKIPPED, "no article text found"),
+    "media": NO_MEDIA,
+    "git": NOT_A_REF_LIST,
+    GIT_CLONE: NOT_A_REF_LIST,
+}
+
+
+@pytest.mark.parametrize("runner", runner_params(DEEP_HTML_CASES))
+def test_deeply_nested_html_is_captured_or_skipped_cleanly(
+    hostile_site: HostileSite, out_dir: Path, runner: str
+) -> None:
+    case = hostile_case(hostile_site, "/deep-html", runner)
+
+    output, took = run_timed(runner, case.url, out_dir)
+
+    assert_outcome(output, DEEP_HTML_CASES[runner], case.url)
+    assert took < time_limit(runner)
+    if output.outcome is Outcome.SUCCEEDED:
+        assert (out_dir / output.output).stat().st_size > 0
 
 
 # --- the whole pipeline: result_tick on a Snapshot of a Crawl ------------------------------------

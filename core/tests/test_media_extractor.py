@@ -14,7 +14,15 @@ import pytest
 from core.extractors import process
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
-from core.extractors.media import MEDIA_EXTENSIONS, MediaExtractor, classify_log
+from core.extractors.media import (
+    MEDIA_EXTENSIONS,
+    MediaExtractor,
+    claimed_by_site,
+    classify_log,
+    has_media_markers,
+    is_media_url,
+)
+from core.extractors.page import Page
 from core.tests.media_site import CLIP_WEBM, TONE_WAV, MediaSite
 
 SMALL_LIMIT = 100 * 1024  # bytes: over the test's tone and clip, under its large file
@@ -69,7 +77,12 @@ def test_audio_is_saved_byte_for_byte_with_its_metadata(
     assert output.outcome is Outcome.SUCCEEDED, output.error
     assert output.output == "A_tone_1-audio-1.wav"
     assert (out_dir / output.output).read_bytes() == TONE_WAV
-    assert files_in(out_dir) == {"A_tone_1-audio-1.wav", "A_tone_1-audio-1.info.json", "media.log"}
+    assert files_in(out_dir) == {
+        "A_tone_1-audio-1.wav",
+        "A_tone_1-audio-1.info.json",
+        "media.log",
+        "curl.log",  # the check for signs of media fetched the page first
+    }
     info = json.loads((out_dir / "A_tone_1-audio-1.info.json").read_text())
     assert info["title"] == "A tone (1)"
     assert info["webpage_url"] == media_site.url("/audio.html")
@@ -96,6 +109,25 @@ def test_a_url_that_is_itself_media_is_saved(media_site: MediaSite, out_dir: Pat
     assert output.outcome is Outcome.SUCCEEDED, output.error
     assert output.output == "tone-tone.wav"
     assert (out_dir / output.output).read_bytes() == TONE_WAV
+    assert "curl.log" not in files_in(out_dir)  # its name said media: curl did not fetch it
+
+
+def test_media_known_only_by_its_content_type_is_saved(
+    media_site: MediaSite, out_dir: Path
+) -> None:
+    output = run(media_site.url("/listen"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert (out_dir / output.output).read_bytes() == TONE_WAV
+
+
+def test_a_page_with_only_an_open_graph_video_is_saved(
+    media_site: MediaSite, out_dir: Path
+) -> None:
+    output = run(media_site.url("/og.html"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert (out_dir / output.output).read_bytes() == CLIP_WEBM
 
 
 def test_a_page_with_two_media_keeps_both_and_names_the_first(
@@ -112,18 +144,39 @@ def test_a_page_with_two_media_keeps_both_and_names_the_first(
 # --- nothing to save -----------------------------------------------------------------------------
 
 
-def test_a_page_without_media_is_skipped(media_site: MediaSite, out_dir: Path) -> None:
+def test_a_page_without_media_is_skipped_without_starting_yt_dlp(
+    media_site: MediaSite, out_dir: Path
+) -> None:
+    started = time.monotonic()
+
     output = run(media_site.url("/plain.html"), out_dir)
 
     assert output.outcome is Outcome.SKIPPED
     assert output.error == "no audio or video found"
-    assert output.exit_code == 1
+    assert Path(output.cmd[0]).name == "curl"  # the last command was the check's fetch
+    assert output.exit_code == 0
     assert output.output == ""
-    assert files_in(out_dir) == {"media.log"}
-    assert "Unsupported URL" in (out_dir / "media.log").read_text()
+    assert files_in(out_dir) == {"curl.log"}  # no media.log: yt-dlp never started
+    assert len(media_site.headers("/plain.html", "User-Agent")) == 1
+    assert time.monotonic() - started < 5  # a fetch (yt-dlp's start alone is about a second)
 
 
 def test_a_document_is_not_downloaded_as_media(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/doc.pdf"), out_dir)
+
+    assert output.outcome is Outcome.SKIPPED
+    assert output.error == "no audio or video found"
+    assert Path(output.cmd[0]).name == "curl"
+    assert files_in(out_dir) == {"curl.log"}
+
+
+def test_yt_dlp_does_not_download_a_document_as_media(
+    monkeypatch, media_site: MediaSite, out_dir: Path
+) -> None:
+    # Past the check (a document named like media gets there unfetched), yt-dlp's own filters
+    # still refuse a "direct link" that is not audio or video.
+    monkeypatch.setattr(MediaExtractor, "outcome_without_ytdlp", lambda self, url, out_dir: None)
+
     output = run(media_site.url("/doc.pdf"), out_dir)
 
     assert output.outcome is Outcome.SKIPPED
@@ -175,12 +228,34 @@ def test_a_hanging_server_times_out_as_temporary(
 
     assert time.monotonic() - started < 10
     assert output.outcome is Outcome.TEMPORARY
+    assert output.error == "curl: operation timed out (exit 28)"  # the check's fetch
+    assert output.exit_code == 28
+
+
+def test_yt_dlp_gets_what_is_left_of_the_timeout(
+    settings, media_site: MediaSite, out_dir: Path
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {"media": {"timeout": 2}}
+    started = time.monotonic()
+
+    output = run(media_site.url("/hang.webm"), out_dir)  # named like media: yt-dlp at once
+
+    assert time.monotonic() - started < 10
+    assert output.outcome is Outcome.TEMPORARY
     assert output.error == "yt-dlp timed out after 2 s"
     assert output.exit_code is None
 
 
 def test_a_missing_page_is_fatal(media_site: MediaSite, out_dir: Path) -> None:
     output = run(media_site.url("/missing.html"), out_dir)
+
+    assert output.outcome is Outcome.FATAL
+    assert output.error == f"HTTP 404 from {media_site.url('/missing.html')}"
+    assert files_in(out_dir) == {"curl.log"}
+
+
+def test_missing_media_at_a_media_url_is_fatal(media_site: MediaSite, out_dir: Path) -> None:
+    output = run(media_site.url("/missing.webm"), out_dir)
 
     assert output.outcome is Outcome.FATAL
     assert output.error.startswith("HTTP 404: yt-dlp: ")
@@ -201,13 +276,19 @@ def test_a_server_error_is_temporary(media_site: MediaSite, out_dir: Path) -> No
     output = run(media_site.url("/busy.html"), out_dir)
 
     assert output.outcome is Outcome.TEMPORARY
-    assert output.error.startswith("HTTP 503: yt-dlp: ")
-    assert media_site.headers("/busy.html", "User-Agent") != []
+    assert output.error == f"HTTP 503 from {media_site.url('/busy.html')}"
     assert len(media_site.headers("/busy.html", "User-Agent")) == 1  # no retries of its own
 
 
 def test_a_refused_connection_is_temporary(out_dir: Path) -> None:
     output = run(f"http://127.0.0.1:{unused_port()}/video.html", out_dir)
+
+    assert output.outcome is Outcome.TEMPORARY
+    assert output.error == "curl: failed to connect (connection refused or unreachable) (exit 7)"
+
+
+def test_a_refused_connection_to_yt_dlp_is_temporary(out_dir: Path) -> None:
+    output = run(f"http://127.0.0.1:{unused_port()}/clip.webm", out_dir)
 
     assert output.outcome is Outcome.TEMPORARY
     assert "Connection refused" in output.error
@@ -225,7 +306,8 @@ def test_the_user_agent_option_reaches_the_page_and_the_media(
     output = run(media_site.url("/audio.html"), out_dir)
 
     assert output.outcome is Outcome.SUCCEEDED, output.error
-    assert set(media_site.headers("/audio.html", "User-Agent")) == {"VellumMediaTest/1.0"}
+    # curl's check and yt-dlp both asked for the page.
+    assert media_site.headers("/audio.html", "User-Agent") == ["VellumMediaTest/1.0"] * 2
     assert set(media_site.headers("/tone.wav", "User-Agent")) == {"VellumMediaTest/1.0"}
 
 
@@ -249,6 +331,7 @@ def test_arguments_come_before_the_url_and_take_effect(
 
     assert output.cmd[-3:] == ["--add-headers", "X-Vellum:yes", url]
     assert media_site.headers("/tone.wav", "X-Vellum") == ["yes"]
+    assert media_site.headers("/audio.html", "X-Vellum") == ["", "yes"]  # not given to curl
 
 
 def test_a_user_config_file_is_ignored(
@@ -289,6 +372,95 @@ def test_yt_dlp_not_found_is_skipped(monkeypatch, tmp_path: Path, out_dir: Path)
     assert output.outcome is Outcome.SKIPPED
     assert output.error == "yt-dlp not found"
     assert files_in(out_dir) == set()
+
+
+# --- deciding whether yt-dlp is worth starting ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '<video src="a.webm"></video>',
+        "<audio controls></audio>",
+        '<div><source src="/talk.MP3?x=1"></div>',
+        '<source src="/stream" type="video/mp4; codecs=avc1">',
+        '<source src="/live" type="application/x-mpegURL">',
+        '<iframe src="https://player.example/embed/1"></iframe>',
+        '<embed src="/player.swf">',
+        '<object data="/movie"></object>',
+        '<meta property="og:video" content="https://a.example/v">',
+        '<meta property="og:video:secure_url" content="https://a.example/v">',
+        '<meta property="og:audio" content="https://a.example/a">',
+        '<meta name="twitter:player" content="https://a.example/p">',
+        '<script type="application/ld+json">{"@type": "VideoObject", "name": "x"}</script>',
+        "<script>jwplayer('p').setup({file: 'https://cdn.example/movie.m3u8'});</script>",
+    ],
+)
+def test_signs_of_media_are_found(body: str) -> None:
+    page = Page(url="http://a.example/", html=f"<html><head></head><body>{body}</body></html>")
+
+    assert has_media_markers(page)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<p>Words only.</p>",
+        '<img src="/photo.jpg"><a href="/page.html">a page</a>',
+        '<picture><source srcset="/a.webp" type="image/webp"><img src="/a.jpg"></picture>',
+        '<source src="/image.png" type="image/png">',
+        '<meta property="og:image" content="https://a.example/i.png">',
+        '<meta property="og:title" content="A video about cats">',
+        "<p>We talk about video and audio, and .mp4 files.</p>",
+        '<script type="application/ld+json">{"@type": "Article"}</script>',
+    ],
+)
+def test_pages_without_signs_of_media_are_told_apart(body: str) -> None:
+    page = Page(url="http://a.example/", html=f"<html><head></head><body>{body}</body></html>")
+
+    assert not has_media_markers(page)
+
+
+@pytest.mark.parametrize(
+    ("url", "claimed"),
+    [
+        ("https://www.youtube.com/watch?v=dQw4w9WgXcQ", True),
+        ("https://vimeo.com/76979871", True),
+        ("https://example.com/", False),
+        ("http://127.0.0.1:8000/plain.html", False),  # only the generic extractor would take it
+    ],
+)
+def test_urls_of_known_sites_are_claimed(url: str, claimed: bool) -> None:
+    assert claimed_by_site(url) is claimed
+
+
+@pytest.mark.parametrize(
+    ("url", "media"),
+    [
+        ("http://a.example/clip.webm", True),
+        ("http://a.example/Song.MP3?download=1", True),
+        ("http://a.example/live/index.m3u8", True),
+        ("http://a.example/a%20b.mp4", True),
+        ("http://a.example/page.html", False),
+        ("http://a.example/mp4", False),
+        ("http://a.example/doc.pdf", False),
+        ("http://[invalid/", False),
+    ],
+)
+def test_media_urls_are_known_by_their_extension(url: str, media: bool) -> None:
+    assert is_media_url(url) is media
+
+
+def test_a_page_a_site_extractor_claims_goes_to_yt_dlp_without_a_fetch(
+    monkeypatch, media_site: MediaSite, out_dir: Path
+) -> None:
+    monkeypatch.setattr("core.extractors.media.claimed_by_site", lambda url: True)
+
+    output = run(media_site.url("/plain.html"), out_dir)
+
+    assert Path(output.cmd[0]).name == "yt-dlp"
+    assert (output.outcome, output.error) == (Outcome.SKIPPED, "no audio or video found")
+    assert files_in(out_dir) == {"media.log"}
 
 
 # --- classifying yt-dlp's errors -----------------------------------------------------------------
@@ -338,6 +510,15 @@ NO_MEDIA = (Outcome.SKIPPED, "no audio or video found")
         (
             "WARNING: a warning\nERROR: [youtube] x: Private video\nERROR: a later error\n",
             (Outcome.FATAL, "yt-dlp: [youtube] x: Private video"),
+        ),
+        (
+            "ERROR: [generic] loop: Unable to download webpage: HTTP Error 302: Found "
+            "(redirect loop detected)\n",
+            (
+                Outcome.FATAL,
+                "HTTP 302: yt-dlp: [generic] loop: Unable to download webpage: "
+                "HTTP Error 302: Found (redirect loop detected)",
+            ),
         ),
         (
             "Traceback (most recent call last):\n",

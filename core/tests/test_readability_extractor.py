@@ -315,6 +315,21 @@ def test_title_becomes_the_heading_of_an_article_without_one() -> None:
     assert article.text.startswith("Ink & Gall")
 
 
+def test_a_base_that_is_no_url_is_ignored() -> None:
+    paragraph = "Vellum is calfskin prepared for writing, finer than common parchment. " * 5
+    html = (
+        "<html><head><base href='http://[::1'><title>Calfskin</title></head><body>"
+        f"<div class='post'><p>{paragraph}</p><p>{paragraph} <a href='/more'>more</a></p></div>"
+        "</body></html>"
+    )
+
+    article = find_article(html, "http://example.test/calf")
+
+    assert article is not None
+    assert article.title == "Calfskin"
+    assert 'href="http://example.test/more"' in article.html  # resolved against the page
+
+
 def test_dom_output_path_is_in_the_snapshot_folder(tmp_path: Path) -> None:
     assert dom_output_path(SimpleNamespace(url="x", output_dir=tmp_path)) == tmp_path / DOM_PATH
     assert dom_output_path(SimpleNamespace(url="x")) is None

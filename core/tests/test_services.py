@@ -133,10 +133,10 @@ def test_start_keeps_registry_order_whatever_the_settings_order(settings) -> Non
 
 
 def test_start_with_an_unknown_extractor_changes_nothing(settings) -> None:
-    settings.EXTRACTORS = ["title", "screenshot"]
+    settings.EXTRACTORS = ["title", "screenshots"]
     snapshot = make_snapshot(status=SnapshotStatus.QUEUED)
 
-    with pytest.raises(KeyError, match="unknown extractor 'screenshot'"):
+    with pytest.raises(KeyError, match="unknown extractor 'screenshots'"):
         snapshot_start(snapshot=snapshot)
 
     assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.QUEUED

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Headless, and nothing in the background: no sync, component updates, metrics, field trials,
 # translation or safe-browsing lookups; no QUIC (one network stack for every capture: the
@@ -73,6 +74,7 @@ CHROMIUM_FLAGS = (
 )
 START_TIMEOUT = 30  # seconds for a new browser to open its DevTools port
 DEADLINE_GRACE = 1  # seconds past a page's timeout before the browser is killed
+VISIT_REUSE_SECONDS = 30  # how long a loaded page may serve the next capture of its URL
 CLOSE_TIMEOUT = 5  # seconds for Chromium to exit on SIGTERM before it is SIGKILLed
 
 
@@ -108,6 +110,8 @@ class Browser:
         self.process: subprocess.Popen | None = None
         self._playwright = None
         self._connection = None
+        # The last page loaded: (url, user agent, final url, time.monotonic(), page).
+        self._visit_open: tuple | None = None
         # Playwright's sync API runs an asyncio loop in the thread that uses it, and Django
         # refuses database calls in a thread with a running loop: every Playwright call happens
         # in this one thread instead, and the actor's thread waits for it.
@@ -165,16 +169,29 @@ class Browser:
             and self._connection.is_connected()
         )
 
-    def render(self, work: Callable[[Page], T], *, user_agent: str, timeout: float) -> T:
-        """Return ``work(page)``, run in the browser's thread on a new page in a fresh context.
+    def visit(
+        self,
+        url: str,
+        *,
+        load: Callable[[Page], R | None],
+        capture: Callable[[Page], T],
+        user_agent: str,
+        timeout: float,
+    ) -> R | T:
+        """Return ``capture(page)`` of ``url`` loaded by ``load(page)``, or what ``load``
+        returned when it was not None (the page cannot be captured), in the browser's thread.
 
-        ``timeout`` (seconds) is the deadline for all of it: Playwright's own timeouts are set
-        to it, and when it passes anyway (a call without a timeout of its own, such as
-        ``page.pdf``, on a hung renderer) the browser is killed and DeadlineMissed raised.
-        Whatever ``work`` raises (Playwright's errors included) is raised here.
+        A page is loaded in a fresh browser context; the visit stays open for the next call,
+        and a call for the same URL with the same user agent within VISIT_REUSE_SECONDS
+        captures the page already loaded instead of loading it again (the screenshot, pdf and
+        dom of a snapshot, when one actor runs them, then come from one visit). ``timeout``
+        (seconds) is the deadline for all of it: Playwright's own timeouts are set to it, and
+        when it passes anyway (a call without a timeout of its own, such as ``page.pdf``, on a
+        hung renderer) the browser is killed and DeadlineMissed raised. Whatever ``load`` or
+        ``capture`` raise (Playwright's errors included) is raised here.
         """
         self.pages += 1
-        job = self._thread.submit(self._render, work, user_agent, timeout)
+        job = self._thread.submit(self._visit, url, load, capture, user_agent, timeout)
         try:
             return job.result(timeout=timeout + DEADLINE_GRACE)
         except FutureTimeout:
@@ -183,18 +200,45 @@ class Browser:
                 job.result(timeout=CLOSE_TIMEOUT)
             raise DeadlineMissed(f"chromium timed out after {timeout:g} s") from None
 
-    def _render(self, work: Callable[[Page], T], user_agent: str, timeout: float) -> T:
-        context = self._connection.new_context(
-            user_agent=user_agent,
-            viewport={"width": 1280, "height": 800},
-            accept_downloads=False,
-        )
+    def _visit(self, url, load, capture, user_agent: str, timeout: float):
+        page = self._last_page(url, user_agent)
+        reused = page is not None
+        if not reused:
+            self._close_visit()
+            page = self._connection.new_context(
+                user_agent=user_agent,
+                viewport={"width": 1280, "height": 800},
+                accept_downloads=False,
+            ).new_page()
         try:
-            context.set_default_timeout(timeout * 1000)
-            return work(context.new_page())
-        finally:
-            with contextlib.suppress(Exception):  # a killed or crashed browser cannot close it
-                context.close()
+            page.set_default_timeout(timeout * 1000)
+            if not reused:
+                refused = load(page)
+                if refused is not None:
+                    _close_context(page)
+                    return refused
+                self._visit_open = (url, user_agent, page.url, time.monotonic(), page)
+            return capture(page)
+        except BaseException:
+            self._visit_open = None
+            _close_context(page)
+            raise
+
+    def _last_page(self, url: str, user_agent: str) -> Page | None:
+        """The open visit's page if it was of ``url`` with ``user_agent``, recently, and the
+        page has not navigated elsewhere since (a script or a meta refresh)."""
+        if self._visit_open is None:
+            return None
+        visited, agent, final_url, at, page = self._visit_open
+        if (visited, agent) != (url, user_agent) or page.is_closed() or page.url != final_url:
+            return None
+        return page if time.monotonic() - at <= VISIT_REUSE_SECONDS else None
+
+    def _close_visit(self) -> None:
+        if self._visit_open is not None:
+            page = self._visit_open[-1]
+            self._visit_open = None
+            _close_context(page)
 
     def kill(self) -> None:
         """SIGKILL Chromium's whole process group (a deadline was missed)."""
@@ -216,6 +260,7 @@ class Browser:
 
     def _disconnect(self) -> None:
         """Close Playwright's connection and stop its driver (in the browser's thread)."""
+        self._close_visit()
         if self._connection is not None:
             with contextlib.suppress(Exception):
                 self._connection.close()
@@ -234,6 +279,12 @@ def new_profile_dir() -> Path:
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(stale, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"chromium-{os.getpid()}-", dir=parent))
+
+
+def _close_context(page: Page) -> None:
+    """Close ``page``'s browser context (its cookies, storage and cache go with it)."""
+    with contextlib.suppress(Exception):  # a killed or crashed browser cannot close it
+        page.context.close()
 
 
 def _read_port(port_file: Path) -> int | None:

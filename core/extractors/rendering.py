@@ -93,8 +93,10 @@ class ChromiumExtractor(Extractor):
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         try:
-            done = browser.render(
-                partial(self._load_and_capture, url=snapshot.url, out_dir=out_dir),
+            done = browser.visit(
+                snapshot.url,
+                load=partial(self._load, url=snapshot.url),
+                capture=partial(self.capture, out_dir=out_dir),
                 user_agent=self.user_agent,
                 timeout=self.timeout,
             )
@@ -112,10 +114,8 @@ class ChromiumExtractor(Extractor):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         return output
 
-    def _load_and_capture(
-        self, page, *, url: str, out_dir: Path
-    ) -> tuple[Outcome, str, float | None] | str:
-        """In the browser's thread: load ``url``, then return ``capture``'s file name, or
+    def _load(self, page, *, url: str) -> tuple[Outcome, str, float | None] | None:
+        """In the browser's thread: load ``url`` and let it settle; return None, or
         (outcome, error, retry_after) when the response cannot be captured."""
         deadline = time.monotonic() + self.timeout
         failures: list[str] = []
@@ -125,7 +125,7 @@ class ChromiumExtractor(Extractor):
             return refused
         _wait_for_load(page, failures, deadline)
         _settle(page)
-        return self.capture(page, out_dir)
+        return None
 
     def capture(self, page, out_dir: Path) -> str:
         """Write this extractor's file from the loaded ``page``; return its name in ``out_dir``."""

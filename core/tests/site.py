@@ -155,6 +155,7 @@ RENDERED_HTML = """<!doctype html>
 <script>
   const heading = document.createElement("h1");
   heading.id = "added-by-script";
+  heading.dataset.visit = String(Math.random());  // tells one page load from another
   heading.textContent = "Written by JavaScript";
   document.body.appendChild(heading);
   setTimeout(() => {

@@ -362,3 +362,48 @@ def test_profiles_left_by_dead_actors_are_removed() -> None:
     assert mine.exists()
     assert browser.user_data_dir.parent == tmp
     mine.rmdir()
+
+
+def visit_of(dom_file: Path) -> str:
+    page = BeautifulSoup(dom_file.read_text(encoding="utf-8"), "lxml")
+    return page.find(id="added-by-script")["data-visit"]
+
+
+def test_captures_of_one_url_in_a_row_share_one_visit(
+    live_site: LiveSite, tmp_path: Path, settings, monkeypatch
+) -> None:
+    url = live_site.url("/rendered.html")
+    first = run(DomExtractor(), url, tmp_path / "1")
+    assert run(ScreenshotExtractor(), url, tmp_path / "shot").outcome is Outcome.SUCCEEDED
+    second = run(DomExtractor(), url, tmp_path / "2")
+    settings.EXTRACTOR_OPTIONS = {"dom": {"user_agent": "Another/1"}}
+    other_agent = run(DomExtractor(), url, tmp_path / "3")
+    monkeypatch.setattr(browser_module, "VISIT_REUSE_SECONDS", -1)
+    expired = run(DomExtractor(), url, tmp_path / "4")
+
+    visits = [
+        visit_of(tmp_path / n / o.output)
+        for n, o in zip("1234", (first, second, other_agent, expired), strict=True)
+    ]
+    assert visits[0] == visits[1]  # the page was loaded once for both, the screenshot between
+    assert len(set(visits)) == 3  # another user agent, or too late: a fresh visit each
+    assert shared_browser().pages == 5
+
+
+def test_a_failed_capture_does_not_leave_its_visit_for_the_next(
+    live_site: LiveSite, tmp_path: Path
+) -> None:
+    url = live_site.url("/rendered.html")
+    run(DomExtractor(), url, tmp_path / "1")
+    browser = shared_browser()
+
+    class Broken(DomExtractor):
+        def capture(self, page, out_dir: Path) -> str:
+            raise browser_module.BrowserUnavailable("capture failed on purpose")
+
+    with pytest.raises(browser_module.BrowserUnavailable):
+        run(Broken(), url, tmp_path / "broken")
+    again = run(DomExtractor(), url, tmp_path / "2")
+
+    assert visit_of(tmp_path / "1" / "output.html") != visit_of(tmp_path / "2" / again.output)
+    assert shared_browser() is browser

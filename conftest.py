@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -28,6 +29,14 @@ def bare_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
     site = LiveSite(tmp_path_factory.mktemp("bare-site"), favicon=False).start()
     yield site
     site.stop()
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    """An empty folder for one extractor run, as the caller provides it."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,6 +4,7 @@ orchestrator and command subprocesses a test starts."""
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -131,3 +132,18 @@ def chromium_pids(data_dir: Path | str | None = None) -> set[int]:
         if profile in " ".join(process_cmdline(int(entry.name))):
             pids.add(int(entry.name))
     return pids
+
+
+# --- small helpers for extractor tests -----------------------------------------------------------
+
+
+def unused_port() -> int:
+    """Return a local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def files_in(folder: Path) -> set[str]:
+    """Return every file under ``folder``, as POSIX paths relative to it."""
+    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}

@@ -14,8 +14,9 @@ from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
 
-from core.extractors.errors import Outcome
-from core.extractors.process import binary_version, find_binary
+from core.extractors.errors import Outcome, timeout_reason, too_large_reason
+from core.extractors.fetch import download_limit
+from core.extractors.process import CommandResult, binary_version, find_binary, run_command
 
 
 class HasURL(Protocol):
@@ -112,6 +113,44 @@ class Extractor:
             if find_binary(binary) is None:
                 return False, f"{binary} not found"
         return True, ""
+
+    def run_tool(
+        self,
+        binary: str,
+        cmd: list[str],
+        out_dir: Path,
+        *,
+        log_name: str,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[CommandResult, ExtractorOutput]:
+        """Run ``cmd``, ``binary``'s command line, in ``out_dir`` with its log in ``log_name``.
+
+        It is bounded by ``timeout`` seconds (default: this extractor's) and by
+        ``download_limit`` (MAX_DOWNLOAD_BYTES a file). Return the finished command and an
+        ExtractorOutput recording it: TEMPORARY when it timed out (reported against this
+        extractor's timeout), FATAL when it wrote too much, else SUCCEEDED for the caller to
+        judge by its exit code and log. Raises OSError if the binary cannot be started.
+        """
+        done = run_command(
+            cmd,
+            cwd=out_dir,
+            timeout=self.timeout if timeout is None else timeout,
+            log_path=out_dir / log_name,
+            limit=download_limit(out_dir),
+            env=env,
+        )
+        output = ExtractorOutput(
+            outcome=Outcome.SUCCEEDED,
+            cmd=cmd,
+            cmd_version=self.version(binary),
+            exit_code=done.exit_code,
+        )
+        if done.timed_out:
+            output.outcome, output.error = timeout_reason(binary, self.timeout)
+        elif done.too_large:
+            output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
+        return done, output
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Archive ``snapshot.url`` into ``out_dir`` (empty, exists) and say how it went."""

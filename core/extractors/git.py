@@ -16,10 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome, classify_http_status, timeout_reason, too_large_reason
-from core.extractors.fetch import FetchResult, download_limit, fetch
+from core.extractors.errors import Outcome, classify_http_status, too_large_reason
+from core.extractors.fetch import FetchResult, fetch
 from core.extractors.page import output_from_fetch, remove, unavailable
-from core.extractors.process import run_command
 
 LOG_NAME = "git.log"
 PROBE_SECONDS = 10  # at most; less if the extractor's own timeout is shorter
@@ -259,26 +258,12 @@ class GitExtractor(Extractor):
     def _clone(self, git: str, url: str, out_dir: Path) -> ExtractorOutput:
         """Run the clone and classify how it ended."""
         mirror = mirror_name(url)
-        log_path = out_dir / LOG_NAME
         cmd = self.command(git, url, mirror)
-        done = run_command(
-            cmd,
-            cwd=out_dir,
-            timeout=self.timeout,
-            log_path=log_path,
-            limit=download_limit(out_dir),
-            env=GIT_ENV,
-        )
-        output = ExtractorOutput(
-            outcome=Outcome.SUCCEEDED,
-            cmd=cmd,
-            cmd_version=self.version("git"),
-            exit_code=done.exit_code,
-        )
-        log = log_path.read_text(encoding="utf-8", errors="replace")
-        if done.timed_out:
-            output.outcome, output.error = timeout_reason("git", self.timeout)
-        elif done.too_large or TOO_LARGE_LOG.search(log):
+        done, output = self.run_tool("git", cmd, out_dir, log_name=LOG_NAME, env=GIT_ENV)
+        if output.outcome is not Outcome.SUCCEEDED:  # timed out, or wrote too much
+            return output
+        log = (out_dir / LOG_NAME).read_text(encoding="utf-8", errors="replace")
+        if TOO_LARGE_LOG.search(log):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         elif done.exit_code != 0:
             output.outcome, output.error = classify_git_failure(done.exit_code, log, url)

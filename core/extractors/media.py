@@ -22,10 +22,8 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome, classify_http_status, timeout_reason, too_large_reason
-from core.extractors.fetch import download_limit
+from core.extractors.errors import Outcome, classify_http_status, too_large_reason
 from core.extractors.page import Page, fetch_page, output_from_fetch, remove, unavailable
-from core.extractors.process import run_command
 
 LOG_NAME = "media.log"
 # yt-dlp appends the path of each media file it finished (after_move) here; read, then deleted.
@@ -264,30 +262,22 @@ class MediaExtractor(Extractor):
                 return checked
         except LookupError as error:
             return unavailable(error)
-        log_path = out_dir / LOG_NAME
         files_list = out_dir / FILES_LIST
-        cmd = self.command(ytdlp, snapshot.url)
         try:
-            done = run_command(
-                cmd,
-                cwd=out_dir,
+            done, output = self.run_tool(
+                "yt-dlp",
+                self.command(ytdlp, snapshot.url),
+                out_dir,
+                log_name=LOG_NAME,
                 timeout=max(deadline - time.monotonic(), MIN_YTDLP_SECONDS),
-                log_path=log_path,
-                limit=download_limit(out_dir),
             )
             saved = _read_files_list(files_list, out_dir)
         finally:
             remove(files_list)
-        output = ExtractorOutput(
-            outcome=Outcome.SUCCEEDED,
-            cmd=cmd,
-            cmd_version=self.version("yt-dlp"),
-            exit_code=done.exit_code,
-        )
-        log = log_path.read_text(encoding="utf-8", errors="replace")
-        if done.timed_out:
-            output.outcome, output.error = timeout_reason("yt-dlp", self.timeout)
-        elif done.too_large or TOO_LARGE_LINE.search(log):
+        if output.outcome is not Outcome.SUCCEEDED:  # timed out, or wrote too much
+            return output
+        log = (out_dir / LOG_NAME).read_text(encoding="utf-8", errors="replace")
+        if TOO_LARGE_LINE.search(log):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         elif done.exit_code != 0:
             output.outcome, output.error = classify_log(log, done.exit_code)

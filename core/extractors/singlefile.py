@@ -14,18 +14,13 @@ import json
 import urllib.request
 from pathlib import Path
 
-from django.conf import settings
-
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.browser import BrowserUnavailable, shared_browser
 from core.extractors.errors import (
     Outcome,
     classify_http_status,
     timeout_reason,
-    too_large_reason,
 )
-from core.extractors.fetch import download_limit
-from core.extractors.process import run_command
 
 OUTPUT_HTML = "singlefile.html"
 # SingleFile's JSON output (--output-json): the page's content plus its main response's status.
@@ -87,27 +82,17 @@ class SingleFileExtractor(Extractor):
         tabs_before = _page_targets(browser.cdp_url)
         try:
             # SingleFile's own load deadline comes first; the group is killed a little later.
-            done = run_command(
+            _, output = self.run_tool(
+                "single-file",
                 cmd,
-                cwd=out_dir,
+                out_dir,
+                log_name="single-file.log",
                 timeout=self.timeout + KILL_GRACE,
-                log_path=out_dir / "single-file.log",
-                limit=download_limit(out_dir),
             )
         finally:
             # A killed single-file leaves its tab open in the shared browser, still loading.
             _close_targets(browser.cdp_url, _page_targets(browser.cdp_url) - tabs_before)
-        output = ExtractorOutput(
-            outcome=Outcome.SUCCEEDED,
-            cmd=cmd,
-            cmd_version=self.version("single-file"),
-            exit_code=done.exit_code,
-        )
-        if done.timed_out:
-            output.outcome, output.error = timeout_reason("single-file", self.timeout)
-        elif done.too_large:
-            output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
-        else:
+        if output.outcome is Outcome.SUCCEEDED:
             self._read_result(output, out_dir, snapshot.url)
         (out_dir / RESULT_JSON).unlink(missing_ok=True)  # half-written when single-file was killed
         return output

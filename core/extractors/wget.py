@@ -6,15 +6,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome, classify_wget_exit, timeout_reason, too_large_reason
-from core.extractors.fetch import download_limit, parse_retry_after
+from core.extractors.errors import Outcome, classify_wget_exit
+from core.extractors.fetch import parse_retry_after
 from core.extractors.page import unavailable
-from core.extractors.process import run_command
 
 WARC_PATH = "warc/archive.warc.gz"
 NETWORK_TIMEOUT_MARGIN = 5  # seconds
@@ -118,25 +116,10 @@ class WgetExtractor(Extractor):
             return unavailable(error)
         (out_dir / WARC_PATH).parent.mkdir(exist_ok=True)
         log_path = out_dir / "wget.log"
-        cmd = self.command(wget, snapshot.url)
-        done = run_command(
-            cmd,
-            cwd=out_dir,
-            timeout=self.timeout,
-            log_path=log_path,
-            limit=download_limit(out_dir),
+        done, output = self.run_tool(
+            "wget", self.command(wget, snapshot.url), out_dir, log_name=log_path.name
         )
-        output = ExtractorOutput(
-            outcome=Outcome.SUCCEEDED,
-            cmd=cmd,
-            cmd_version=self.version("wget"),
-            exit_code=done.exit_code,
-        )
-        if done.timed_out:
-            output.outcome, output.error = timeout_reason("wget", self.timeout)
-            return output
-        if done.too_large:
-            output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
+        if done.timed_out or done.too_large:
             return output
         main = read_log(log_path.read_text(encoding="utf-8", errors="replace"))
         saved = _saved_file(out_dir, main.path)

@@ -21,7 +21,7 @@ from bs4 import BeautifulSoup
 from django.conf import settings as django_settings
 from PIL import Image
 
-from archive.testing import chromium_pids, process_cmdline
+from archive.testing import chromium_pids, process_cmdline, unused_port
 from core.extractors import browser as browser_module
 from core.extractors.base import Extractor, ExtractorOutput
 from core.extractors.browser import CHROMIUM_FLAGS, close_shared_browser, shared_browser
@@ -31,7 +31,6 @@ from core.extractors.pdf import PdfExtractor
 from core.extractors.screenshot import ScreenshotExtractor
 from core.extractors.singlefile import SingleFileExtractor
 from core.tests.site import BACKGROUND_PNG, RETRY_AFTER_SECONDS, LiveSite
-from core.tests.test_extractors import unused_port
 
 pytestmark = pytest.mark.browser
 

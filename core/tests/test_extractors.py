@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from archive.testing import files_in, unused_port
 from core.extractors.base import Extractor, ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.favicon import FaviconExtractor, icon_extension
@@ -37,29 +37,9 @@ ALL_EXTRACTORS = (*CURL_EXTRACTORS, WgetExtractor)
 HTML_ONLY_EXTRACTORS = (TitleExtractor, HtmlToTextExtractor, OutlinksExtractor)
 
 
-@pytest.fixture
-def out_dir(tmp_path: Path) -> Path:
-    """An empty folder for one run, as the caller provides it."""
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
-
-
 def run(extractor: Extractor, url: str, out_dir: Path) -> ExtractorOutput:
     """Run ``extractor`` on a stand-in snapshot: ``run`` reads nothing of it but ``url``."""
     return extractor.run(SimpleNamespace(url=url), out_dir)
-
-
-def files_in(folder: Path) -> set[str]:
-    """Return every file under ``folder``, as POSIX paths relative to it."""
-    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
-
-
-def unused_port() -> int:
-    """Return a local TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def assert_ran_curl(output: ExtractorOutput) -> None:

@@ -3,7 +3,6 @@ protocols, core/tests/git_site.py), with the real git."""
 
 from __future__ import annotations
 
-import socket
 import stat
 import time
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from archive.testing import unused_port
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome, too_large_reason
 from core.extractors.git import (
@@ -37,13 +37,6 @@ def git_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitSite]:
     site.stop()
 
 
-@pytest.fixture
-def out_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
-
-
 def run(url: str, out_dir: Path) -> ExtractorOutput:
     return GitExtractor().run(SimpleNamespace(url=url), out_dir)
 
@@ -56,12 +49,6 @@ def checkout(mirror: Path, into: Path) -> Path:
 
 def refs(repository: Path) -> str:
     return git("for-each-ref", "--format=%(objectname) %(refname)", cwd=repository)
-
-
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- cloning -------------------------------------------------------------------------------------

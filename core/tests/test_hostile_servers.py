@@ -118,13 +118,6 @@ def bounds(settings) -> None:
     settings.EXTRACTOR_OPTIONS = {"singlefile": {"timeout": SINGLEFILE_TIMEOUT}}
 
 
-@pytest.fixture
-def out_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
-
-
 def case_path(path: str) -> str:
     """Return ``path`` with a query of its own, so the site counts this case's requests apart."""
     separator = "&" if "?" in path else "?"

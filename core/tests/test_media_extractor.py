@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from archive.testing import files_in, unused_port
 from core.extractors import process
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
@@ -36,29 +36,9 @@ def media_site() -> Iterator[MediaSite]:
     site.stop()
 
 
-@pytest.fixture
-def out_dir(tmp_path: Path) -> Path:
-    """An empty folder for one run, as the caller provides it."""
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
-
-
 def run(url: str, out_dir: Path) -> ExtractorOutput:
     """Run the media extractor on a stand-in snapshot (``run`` reads nothing but its url)."""
     return MediaExtractor().run(SimpleNamespace(url=url), out_dir)
-
-
-def files_in(folder: Path) -> set[str]:
-    """Return every file under ``folder``, as POSIX paths relative to it."""
-    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
-
-
-def unused_port() -> int:
-    """Return a local TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def media_files(folder: Path) -> set[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -14,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import core.extractors.base
-from archive.testing import LocalServer
+from archive.testing import LocalServer, files_in, unused_port
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.readability import (
@@ -121,20 +120,6 @@ def article_site() -> Iterator[ArticleSite]:
     site.stop()
 
 
-@pytest.fixture
-def out_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
-
-
-def unused_port() -> int:
-    """Return a local TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def snapshot_with_dom(folder: Path, url: str, dom: str | None) -> SimpleNamespace:
     """A stand-in snapshot whose folder is ``folder``, holding ``dom`` as the saved DOM."""
     snapshot = SimpleNamespace(url=url, output_dir=folder)
@@ -148,10 +133,6 @@ def snapshot_with_dom(folder: Path, url: str, dom: str | None) -> SimpleNamespac
 def run(url: str, out_dir: Path) -> ExtractorOutput:
     """Run on a stand-in snapshot with only a URL (no folder, so no saved DOM)."""
     return ReadabilityExtractor().run(SimpleNamespace(url=url), out_dir)
-
-
-def files_in(folder: Path) -> set[str]:
-    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
 
 
 # --- fetched pages -------------------------------------------------------------------------------

@@ -229,7 +229,12 @@ LOGGING = {
     },
     "root": {"handlers": ["stderr"], "level": "WARNING"},
     "loggers": {
-        name: {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False}
-        for name in ("crawls", "core", "orchestrator")
+        **{
+            name: {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False}
+            for name in ("crawls", "core", "orchestrator")
+        },
+        # trafilatura logs a page it finds no article in as an ERROR; the readability result
+        # already records that ("no article text found").
+        "trafilatura": {"level": "CRITICAL"},
     },
 }

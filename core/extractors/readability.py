@@ -1,27 +1,28 @@
-"""Save the main article of a page as a reader view, found by readability-lxml.
+"""Save the main article of a page as a reader view, found by trafilatura.
 
-readability-lxml is a Python port of Mozilla Readability's algorithm: it scores the page's blocks
-by their text and links and keeps the best one with its related siblings, dropping navigation,
-sidebars, footers, scripts and styles. The page read is the DOM the dom extractor saved after
-the page's scripts ran (so pages built by JavaScript have an article), or, when there is none,
-the HTML as curl fetches it.
+trafilatura scores the page's blocks by their text, links and markup (with jusText and a
+Readability port as fallbacks, and a retry that favours recall when little of the page is kept)
+and keeps the main text whole, headings included, dropping navigation, sidebars, footers,
+scripts and styles. On Sphinx documentation, where readability-lxml kept one sub-section, it
+keeps the whole page. The page read is the DOM the dom extractor saved after the page's scripts
+ran (so pages built by JavaScript have an article), or, when there is none, the HTML as curl
+fetches it. Nothing here touches the network or prints: trafilatura only logs.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from functools import cache
 from html import escape
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from urllib.parse import urljoin
 
-import lxml.etree
 import lxml.html
+import trafilatura
 from inscriptis import get_text
-from readability import Document
-from readability.readability import Unparseable
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.dom import DOM_PATH
@@ -38,9 +39,8 @@ CONTENT_HTML = "content.html"
 CONTENT_TXT = "content.txt"
 ARTICLE_JSON = "article.json"
 
-DISTRIBUTION = "readability-lxml"
+DISTRIBUTION = "trafilatura"
 NO_ARTICLE = "no article text found"
-BASE_TAG = re.compile(r"<base\b[^>]*>", re.IGNORECASE)
 
 PAGE_TEMPLATE = """<!doctype html>
 <html>
@@ -78,8 +78,8 @@ def saved_dom(snapshot: HasURL) -> Path | None:
 
 
 @cache
-def readability_version() -> str:
-    """Return "readability-lxml <version>" as installed ("readability-lxml" if unknown)."""
+def trafilatura_version() -> str:
+    """Return "trafilatura <version>" as installed ("trafilatura" if unknown)."""
     try:
         return f"{DISTRIBUTION} {version(DISTRIBUTION)}"
     except PackageNotFoundError:
@@ -88,7 +88,7 @@ def readability_version() -> str:
 
 @dataclass
 class Article:
-    """The main article of a page: its title ("" if none), HTML fragment and plain text."""
+    """The main article of a page: its title ("" if none), HTML page and plain text."""
 
     title: str
     html: str
@@ -99,39 +99,74 @@ def find_article(html: str, url: str) -> Article | None:
     """Return the main article of ``html``, or None if it has no text.
 
     Links and images in the article are made absolute against ``url`` (or the page's own
-    ``<base href>``). The title is Readability's cleaned-up ``<title>`` (site name removed when
-    it can tell), and becomes the article's ``<h1>`` unless the article already has that heading.
+    ``<base href>``). The title is trafilatura's: the page's only ``<h1>``, else its metadata
+    or ``<title>`` (site name removed when it can tell); it becomes the article's ``<h1>``
+    unless the article already has that heading.
     """
-    if not html.strip():
+    tree = trafilatura.load_html(html) if html.strip() else None
+    if tree is None:  # nothing lxml can parse, or not HTML at all
         return None
-    try:
-        document, title = _document(html, url)
-        fragment = document.summary(html_partial=True)
-    except (Unparseable, lxml.etree.ParserError):  # nothing lxml can parse: no elements
+    _make_links_absolute(tree, url)
+    _drop_permalinks(tree)
+    found = trafilatura.extract_with_metadata(
+        tree,
+        output_format="html",
+        include_comments=False,
+        include_tables=True,
+        include_images=True,
+        include_formatting=True,
+        include_links=True,
+    )
+    if found is None:
         return None
+    fragment = _body_of(found.text)
     if not get_text(fragment).strip():
         return None
+    title = " ".join((found.title or "").split())
     heading = "" if not title or _has_heading(fragment, title) else f"<h1>{escape(title)}</h1>\n"
     page = PAGE_TEMPLATE.format(title=escape(title or url), heading=heading, body=fragment)
     return Article(title=title, html=page, text=get_text(page).strip())
 
 
-def _document(html: str, url: str) -> tuple[Document, str]:
-    """Return readability's Document of ``html`` and its short title (read before
-    ``summary()``, which changes the parsed page).
+def _make_links_absolute(tree: lxml.html.HtmlElement, url: str) -> None:
+    """Resolve the links and images of ``tree`` against its first ``<base href>``, else ``url``.
 
-    lxml applies a ``<base href>`` without the guard readability keeps for bad links, and
-    raises ValueError for one that is no URL (``http://[::1``): the page is then read without
-    its ``<base>``, so links resolve against ``url``, as for the outlinks extractor.
+    trafilatura would resolve them against the site's root (``url`` without its path), so it is
+    given absolute links and no URL. A ``<base href>`` that is no URL (``http://[::1``) is
+    ignored, so links resolve against ``url``, as for the outlinks extractor; a link that is no
+    URL is left as it is.
     """
-    document = Document(html, url=url or None)
-    try:
-        return document, document.short_title()
-    except Unparseable:
-        raise
-    except ValueError:
-        document = Document(BASE_TAG.sub("", html), url=url or None)
-        return document, document.short_title()
+    base = url
+    element = tree.find(".//base[@href]")
+    if element is not None:
+        with suppress(ValueError):
+            base = urljoin(url, element.get("href", "").strip())
+    for element in list(tree.iter("base")):
+        element.drop_tree()
+    tree.make_links_absolute(base, resolve_base_href=False, handle_failures="ignore")
+
+
+def _drop_permalinks(tree: lxml.html.HtmlElement) -> None:
+    """Remove the "¶" permalinks Sphinx and MkDocs put in headings, which would end the title."""
+    for link in list(tree.iter("a")):
+        if "headerlink" in (link.get("class") or "").split():
+            link.drop_tree()
+
+
+def _body_of(page: str) -> str:
+    """Return the inside of the ``<body>`` of trafilatura's HTML ``page``.
+
+    trafilatura writes all code as ``<pre>``; one without a line break that is not a block of its
+    own (but in a paragraph, heading, link or list item) was inline code, and is ``<code>``
+    again so that its text stays in its line.
+    """
+    body = lxml.html.document_fromstring(page).body
+    for element in body.iter("pre"):
+        parent = element.getparent()
+        if parent is not body and "\n" not in element.text_content():
+            element.tag = "code"
+    inner = escape(body.text or "", quote=False)
+    return inner + "".join(lxml.html.tostring(child, encoding="unicode") for child in body)
 
 
 def _has_heading(fragment: str, title: str) -> bool:
@@ -150,7 +185,7 @@ class ReadabilityExtractor(Extractor):
     The DOM comes from the dom extractor's output when it exists and is not empty (read from
     disk, no network); otherwise curl fetches the page, and a failed fetch keeps its outcome (a
     404 is fatal, a 503 temporary) while a page that is not HTML is skipped. A page in which
-    Readability finds no text is skipped too.
+    trafilatura finds no text is skipped too.
     """
 
     name = "readability"
@@ -176,7 +211,7 @@ class ReadabilityExtractor(Extractor):
             ran = ExtractorOutput(
                 outcome=Outcome.SUCCEEDED,
                 cmd=[DISTRIBUTION, relative.as_posix()],
-                cmd_version=readability_version(),
+                cmd_version=trafilatura_version(),
             )
             return self._save(html, snapshot.url, "dom", out_dir, ran)
         try:

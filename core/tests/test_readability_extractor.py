@@ -1,11 +1,13 @@
-"""The readability extractor against its own article site and the shared live site, with curl."""
+"""The readability extractor against its own article site, the shared live site and (when
+python3-doc is installed) the Python documentation, with curl."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler
 from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +25,8 @@ from core.extractors.readability import (
     find_article,
 )
 from core.tests.site import RETRY_AFTER_SECONDS, LiveSite
+
+PYTHON_DOCS = Path("/usr/share/doc/python3/html")  # Debian's python3-doc: Sphinx pages
 
 ARTICLE_HTML = """<!doctype html>
 <html lang="en">
@@ -70,7 +74,7 @@ RENDERED_DOM_HTML = """<!doctype html>
     <h1>Rendered Story</h1>
     <p>This paragraph was written into the page by JavaScript in a café, long after the HTML
     arrived, so only the saved DOM has it and a plain fetch would never see it at all.</p>
-    <p>A second rendered paragraph makes the article long enough for Readability to trust it,
+    <p>A second rendered paragraph makes the article long enough for the extractor to trust it,
     with a <a href="more.html">relative link</a> that must come out absolute.</p>
   </article></div>
 </body></html>
@@ -111,6 +115,32 @@ class ArticleHandler(BaseHTTPRequestHandler):
 class ArticleSite(LocalServer):
     def handler(self):
         return ArticleHandler
+
+
+class DocsHandler(SimpleHTTPRequestHandler):
+    """Serve PYTHON_DOCS as static files, noting each path asked for on the server."""
+
+    def __init__(self, *args, site: DocsSite, **kwargs) -> None:
+        self.site = site
+        super().__init__(*args, directory=str(PYTHON_DOCS), **kwargs)
+
+    def do_GET(self) -> None:
+        self.site.paths.append(self.path)
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep test output quiet."""
+
+
+class DocsSite(LocalServer):
+    """The Python documentation on 127.0.0.1; ``paths`` lists the paths asked for, in order."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        super().__init__()
+
+    def handler(self):
+        return partial(DocsHandler, site=self)
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +188,35 @@ def test_fetched_article_keeps_heading_and_body_but_not_boilerplate(
     for marker in ("STYLE_MARKER", "HEAD_SCRIPT_MARKER", "BODY_SCRIPT_MARKER", "<script", "<style"):
         assert marker not in html
         assert marker not in text
+
+
+@pytest.mark.skipif(not PYTHON_DOCS.is_dir(), reason="python3-doc is not installed")
+def test_sphinx_documentation_is_kept_whole_without_its_sidebar(
+    out_dir: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    site = DocsSite().start()
+    try:
+        url = site.url("/library/json.html")
+        output = run(url, out_dir)
+    finally:
+        site.stop()
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert site.paths == ["/library/json.html"]  # curl's fetch only: trafilatura fetches nothing
+    assert capfd.readouterr().out == ""  # trafilatura logs, it does not print
+    text = (out_dir / "content.txt").read_text(encoding="utf-8")
+    assert text.startswith("json — JSON encoder and decoder\n")  # its <code> stays in line
+    assert "JSON (JavaScript Object Notation)" in text  # the introduction
+    assert "Encoders and Decoders" in text  # a later section (readability-lxml kept only one)
+    assert "Command Line Interface" in text  # the last one
+    for sidebar in ("Previous topic", "Next topic", "This Page", "Report a Bug", "Show Source"):
+        assert sidebar not in text
+    assert "¶" not in text  # Sphinx's permalinks in headings
+    document = json.loads((out_dir / "article.json").read_text(encoding="utf-8"))
+    assert document["title"] == "json — JSON encoder and decoder"
+    html = (out_dir / "content.html").read_text(encoding="utf-8")
+    assert "<title>json — JSON encoder and decoder</title>" in html
+    assert f'href="{site.url("/library/marshal.html#module-marshal")}"' in html
 
 
 def test_fetched_article_is_a_complete_page_with_absolute_links(
@@ -236,8 +295,8 @@ def test_saved_dom_is_read_instead_of_fetching(tmp_path: Path, out_dir: Path) ->
     output = ReadabilityExtractor().run(snapshot, out_dir)
 
     assert output.outcome is Outcome.SUCCEEDED, output.error
-    assert output.cmd == ["readability-lxml", DOM_PATH]
-    assert output.cmd_version == f"readability-lxml {version('readability-lxml')}"
+    assert output.cmd == ["trafilatura", DOM_PATH]
+    assert output.cmd_version == f"trafilatura {version('trafilatura')}"
     assert files_in(out_dir) == {"content.html", "content.txt", "article.json"}  # no curl.log
     text = (out_dir / "content.txt").read_text(encoding="utf-8")
     assert "Rendered Story" in text
@@ -262,7 +321,7 @@ def test_saved_dom_without_article_text_is_skipped(tmp_path: Path, out_dir: Path
 
     assert output.outcome is Outcome.SKIPPED
     assert output.error == "no article text found"
-    assert output.cmd == ["readability-lxml", DOM_PATH]
+    assert output.cmd == ["trafilatura", DOM_PATH]
 
 
 @pytest.mark.parametrize("dom", [None, ""], ids=["no DOM file", "empty DOM file"])
@@ -309,6 +368,22 @@ def test_a_base_that_is_no_url_is_ignored() -> None:
     assert article is not None
     assert article.title == "Calfskin"
     assert 'href="http://example.test/more"' in article.html  # resolved against the page
+
+
+def test_links_resolve_against_the_base_href() -> None:
+    paragraph = "Goatskin parchment is thicker than calfskin and takes ink less evenly. " * 5
+    html = (
+        "<html><head><base href='//cdn.example.test/static/'><title>Goatskin</title></head>"
+        f"<body><div class='post'><p>{paragraph}</p><p>{paragraph} <a href='more.html'>more</a>"
+        " <img src='goat.png' alt='a goat'></p></div></body></html>"
+    )
+
+    article = find_article(html, "https://example.test/skins/goat")
+
+    assert article is not None
+    assert 'href="https://cdn.example.test/static/more.html"' in article.html
+    assert 'src="https://cdn.example.test/static/goat.png"' in article.html
+    assert "<base" not in article.html
 
 
 def test_dom_output_path_is_in_the_snapshot_folder(tmp_path: Path) -> None:

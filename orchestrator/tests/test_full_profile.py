@@ -9,13 +9,15 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
 from PIL import Image
 
-from archive.testing import chromium_pids
+from archive.testing import LocalServer, chromium_pids
 from core.tests.git_site import README, GitSite, build_repositories, git
 from core.tests.media_site import CLIP_WEBM, MediaSite
 from core.tests.site import LiveSite
@@ -25,6 +27,20 @@ from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum, assert_f
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ALL_EXTRACTORS = {"EXTRACTORS": ""}  # the default profile: every registered extractor
+# Debian's python3-doc (bash .ci/install installs it): a real site of long, styled pages.
+PYTHON_DOCS = Path("/usr/share/doc/python3/html")
+
+
+class DocsSite(LocalServer):
+    """The Python documentation served as static files on 127.0.0.1."""
+
+    def handler(self):
+        quiet = type("QuietHandler", (SimpleHTTPRequestHandler,), {"log_message": _quiet})
+        return partial(quiet, directory=str(PYTHON_DOCS))
+
+
+def _quiet(handler, format: str, *args: object) -> None:
+    """Keep test output quiet."""
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +154,40 @@ def test_the_default_profile_archives_the_test_page_set(
     assert (tmp_path / "checkout" / "README.md").read_text(encoding="utf-8") == README
 
     assert no_chromium_left(vellum), "the actors left Chromium running"
+
+
+@pytest.mark.skipif(not PYTHON_DOCS.is_dir(), reason="python3-doc is not installed")
+def test_the_default_profile_archives_python_documentation(vellum: Vellum, tmp_path: Path) -> None:
+    site = DocsSite().start()
+    try:
+        url = site.url("/library/json.html")
+        done = vellum.manage("add", "--wait", url, timeout=3 * CRAWL_TIMEOUT)
+    finally:
+        site.stop()
+
+    assert done.returncode == 0, done.stderr
+    (row,) = vellum.list_json()
+    assert row["status"] == "sealed"
+    assert_folder_is_complete(row)
+    outcome = statuses(row)
+    assert {name for name, status in outcome.items() if status != "succeeded"} == {"media", "git"}
+    heading = "JSON encoder and decoder"
+    with Image.open(output_file(row, "screenshot", "screenshot.png")) as image:
+        assert image.width == 1280 and image.height > 2000  # the whole long page
+    pdf_text = subprocess.run(
+        ["pdftotext", str(output_file(row, "pdf", "output.pdf")), "-"],
+        capture_output=True,
+        text=True,
+    )
+    assert pdf_text.returncode == 0 and heading in pdf_text.stdout
+    assert heading in output_file(row, "dom", "output.html").read_text(encoding="utf-8")
+    single = output_file(row, "singlefile", "singlefile.html").read_text(encoding="utf-8")
+    page = BeautifulSoup(single, "lxml")
+    assert all(tag["src"].startswith("data:") for tag in page.find_all(src=True))
+    assert not page.find_all("link", rel="stylesheet")  # inlined into <style>
+    article = output_file(row, "readability", "content.txt").read_text(encoding="utf-8")
+    assert f"json — {heading}" in article
+    assert no_chromium_left(vellum)
 
 
 def test_a_crawl_of_50_pages_leaves_no_chromium_running(

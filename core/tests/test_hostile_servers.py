@@ -99,14 +99,14 @@ def hostile_site() -> Iterator[HostileSite]:
 @pytest.fixture(scope="module", autouse=True)
 def _no_chromium_left() -> Iterator[None]:
     """The rendering extractors share one browser in this process: once the module is done
-    and it is closed, no Chromium process of theirs may be left."""
-    before = chromium_pids()
+    and it is closed, no Chromium process of this test session (its profiles are under
+    DATA_DIR; other test runs may have theirs) may be left."""
     yield
     close_shared_browser()
     deadline = time.monotonic() + 10
-    while chromium_pids() - before and time.monotonic() < deadline:
+    while chromium_pids(django_settings.DATA_DIR) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = chromium_pids() - before
+    left = chromium_pids(django_settings.DATA_DIR)
     assert not left, [process_cmdline(pid) for pid in left]
 
 

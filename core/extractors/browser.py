@@ -79,7 +79,7 @@ CLOSE_TIMEOUT = 5  # seconds for Chromium to exit on SIGTERM before it is SIGKIL
 
 
 class BrowserUnavailable(Exception):
-    """Chromium is not installed, or did not start (the message says which and why)."""
+    """Chromium did not start (the message says why): a temporary error."""
 
 
 class DeadlineMissed(Exception):
@@ -320,7 +320,9 @@ def shared_browser() -> Browser:
     """Return this process's browser, starting it (again) when it is not running, crashed, or
     has rendered CHROMIUM_RESTART_PAGES pages.
 
-    Raises BrowserUnavailable when chromium is not installed or does not start.
+    Raises LookupError ("chromium not found") when chromium is not installed, as a missing
+    binary does everywhere (core/extractors/page.py's ``unavailable`` skips the result), and
+    BrowserUnavailable when it does not start.
     """
     global _shared
     if _shared is not None and (
@@ -332,7 +334,7 @@ def shared_browser() -> Browser:
     if _shared is None:
         chromium = find_binary("chromium")
         if chromium is None:
-            raise BrowserUnavailable("chromium not found")
+            raise LookupError("chromium not found")
         _shared = Browser(chromium)
     return _shared
 

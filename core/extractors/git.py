@@ -230,17 +230,17 @@ class GitExtractor(Extractor):
             return unavailable(error)
         if not looks_like_repository(url):
             try:
-                result, found = probe(
-                    url,
-                    out_dir=out_dir,
-                    timeout=min(PROBE_SECONDS, self.timeout),
-                    user_agent=self.user_agent,
-                )
+                result, found = probe(url, out_dir=out_dir, **self._check_options())
             except LookupError as error:
                 return unavailable(error)
             if not found:
                 return _not_a_repository(result)
         return self._clone(git, url, out_dir)
+
+    def _check_options(self) -> dict:
+        """Keyword arguments for a curl check of info/refs: short (at most PROBE_SECONDS) and
+        with this extractor's user agent; its ``arguments`` are git's, not curl's."""
+        return {"timeout": min(PROBE_SECONDS, self.timeout), "user_agent": self.user_agent}
 
     def command(self, git: str, url: str, mirror: str) -> list[str]:
         """Return the ``git clone --mirror`` command line for ``url`` into ``mirror``."""
@@ -284,12 +284,7 @@ class GitExtractor(Extractor):
         repository. A check that fails keeps curl's outcome.
         """
         try:
-            result, start = read_info_refs(
-                url,
-                out_dir=out_dir,
-                timeout=min(PROBE_SECONDS, self.timeout),
-                user_agent=self.user_agent,
-            )
+            result, start = read_info_refs(url, out_dir=out_dir, **self._check_options())
         except LookupError as error:
             return unavailable(error)
         if result.outcome is not Outcome.SUCCEEDED:

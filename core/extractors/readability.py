@@ -24,16 +24,11 @@ import lxml.html
 import trafilatura
 from inscriptis import get_text
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.base import ExtractorOutput, HasURL
 from core.extractors.dom import DOM_PATH
 from core.extractors.errors import Outcome
-from core.extractors.page import (
-    decode_html,
-    fetch_page,
-    not_html,
-    output_from_fetch,
-    unavailable,
-)
+from core.extractors.fetch import FetchResult
+from core.extractors.page import HtmlPageExtractor, Page, decode_html, output_from_fetch
 
 CONTENT_HTML = "content.html"
 CONTENT_TXT = "content.txt"
@@ -179,7 +174,7 @@ def _has_heading(fragment: str, title: str) -> bool:
     )
 
 
-class ReadabilityExtractor(Extractor):
+class ReadabilityExtractor(HtmlPageExtractor):
     """Save the page's main article: content.html (a small page), content.txt and article.json.
 
     The DOM comes from the dom extractor's output when it exists and is not empty (read from
@@ -188,8 +183,7 @@ class ReadabilityExtractor(Extractor):
     trafilatura finds no text is skipped too.
     """
 
-    name = "readability"
-    binaries = ("curl",)  # for the fetch when there is no saved DOM
+    name = "readability"  # binaries: curl, for the fetch when there is no saved DOM
     depends_on = ("dom",)
 
     def should_run(self, snapshot: HasURL) -> tuple[bool, str]:
@@ -214,14 +208,10 @@ class ReadabilityExtractor(Extractor):
                 cmd_version=trafilatura_version(),
             )
             return self._save(html, snapshot.url, "dom", out_dir, ran)
-        try:
-            result, page = fetch_page(snapshot.url, out_dir=out_dir, **self.curl_options())
-        except LookupError as error:
-            return unavailable(error)
-        if result.outcome is not Outcome.SUCCEEDED:
-            return output_from_fetch(result)
-        if page is None:
-            return not_html(result)
+        return super().run(snapshot, out_dir)  # fetch with curl, then extract()
+
+    def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
+        """Write the article of a page curl fetched (no saved DOM)."""
         return self._save(page.html, page.url, "fetch", out_dir, output_from_fetch(result))
 
     def _save(

@@ -25,6 +25,7 @@ from core.extractors.errors import (
     too_large_reason,
 )
 from core.extractors.fetch import parse_retry_after
+from core.extractors.page import unavailable
 
 # Seconds to wait, after ``load``, for no network connection for 500 ms (Playwright's
 # "networkidle"); a page that polls forever is captured when this runs out.
@@ -81,9 +82,10 @@ class ChromiumExtractor(Extractor):
         """
         try:
             browser = shared_browser()
+        except LookupError as error:
+            return unavailable(error)
         except BrowserUnavailable as error:
-            outcome = Outcome.SKIPPED if "not found" in str(error) else Outcome.TEMPORARY
-            return ExtractorOutput(outcome=outcome, error=str(error))
+            return ExtractorOutput(outcome=Outcome.TEMPORARY, error=str(error))
         output = ExtractorOutput(
             outcome=Outcome.SUCCEEDED,
             cmd=[*browser.command[:-1], snapshot.url],  # the browser's own command line

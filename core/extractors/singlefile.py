@@ -21,6 +21,7 @@ from core.extractors.errors import (
     classify_http_status,
     timeout_reason,
 )
+from core.extractors.page import unavailable
 
 OUTPUT_HTML = "singlefile.html"
 # SingleFile's JSON output (--output-json): the page's content plus its main response's status.
@@ -75,9 +76,10 @@ class SingleFileExtractor(Extractor):
         try:
             single_file = self.binary_path("single-file")
             browser = shared_browser()
-        except (LookupError, BrowserUnavailable) as error:
-            outcome = Outcome.SKIPPED if "not found" in str(error) else Outcome.TEMPORARY
-            return ExtractorOutput(outcome=outcome, error=str(error))
+        except LookupError as error:
+            return unavailable(error)
+        except BrowserUnavailable as error:
+            return ExtractorOutput(outcome=Outcome.TEMPORARY, error=str(error))
         cmd = self.command(single_file, browser.cdp_url, snapshot.url, out_dir)
         tabs_before = _page_targets(browser.cdp_url)
         try:

@@ -267,7 +267,7 @@ def test_chromium_missing_is_skipped(monkeypatch, tmp_path: Path) -> None:
             False,
             f"{extractor.binaries[0]} not found",
         )
-    with pytest.raises(browser_module.BrowserUnavailable, match="chromium not found"):
+    with pytest.raises(LookupError, match="chromium not found"):
         shared_browser()
 
 

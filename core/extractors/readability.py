@@ -21,7 +21,6 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 import lxml.html
-import trafilatura
 from inscriptis import get_text
 
 from core.extractors.base import ExtractorOutput, HasURL
@@ -98,6 +97,10 @@ def find_article(html: str, url: str) -> Article | None:
     or ``<title>`` (site name removed when it can tell); it becomes the article's ``<h1>``
     unless the article already has that heading.
     """
+    # Imported here, not at the top: every manage.py command loads the extractor registry, and
+    # trafilatura (with its date and language packages) takes some 0.15-0.2 s to import.
+    import trafilatura
+
     tree = trafilatura.load_html(html) if html.strip() else None
     if tree is None:  # nothing lxml can parse, or not HTML at all
         return None

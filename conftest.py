@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from archive.testing import postgres_problem
+from archive.testing import MotoS3Server, postgres_problem
 from core.tests.site import LiveSite
 
 
@@ -73,3 +73,12 @@ def _postgres_unreachable() -> str | None:
         password=database.get("PASSWORD") or None,
         dbname="postgres",  # the test database does not exist yet
     )
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[MotoS3Server]:
+    """Serve S3 (moto) on 127.0.0.1 for the whole session; ``s3_server.create_bucket()`` makes a
+    fresh bucket, ``s3_server.storage_entry(bucket)`` its STORAGES entry."""
+    server = MotoS3Server().start()
+    yield server
+    server.stop()

@@ -7,9 +7,14 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "archive.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as error:
+        # Settings are validated at start-up (archive/settings.py): say what is wrong, in one line.
+        sys.exit(f"Configuration error: {error}")
 
 
 if __name__ == "__main__":

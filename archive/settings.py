@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+import huey
 from django.core.exceptions import ImproperlyConfigured
 
 from archive.env import (
@@ -30,6 +31,7 @@ DATA_DIR = env_path("DATA_DIR", BASE_DIR / "data")
 ARCHIVE_DIR = DATA_DIR / "archive"
 SOURCES_DIR = DATA_DIR / "sources"
 LOGS_DIR = DATA_DIR / "logs"
+KEYS_DIR = DATA_DIR / "keys"  # the Ed25519 key pair that signs manifests (core/signing.py)
 
 if DATA_DIR in (BASE_DIR / name for name in ("archive", "core", "crawls", "orchestrator")):
     raise ImproperlyConfigured(f"DATA_DIR={DATA_DIR} would mix data into a source package")
@@ -148,6 +150,37 @@ STORAGES = {
 }
 LOGIN_URL = "admin:login"
 
+# --- preservation: finalizing, storage targets, fixity audits (DESIGN.md §2, §5) ------------------
+# Package each snapshot's WARCs (with its page list and screenshot) as WACZ while finalizing.
+PACKAGE_WACZ = env_bool("PACKAGE_WACZ", True)
+# Seconds py-wacz may take to package one snapshot before finalizing retries it.
+WACZ_TIMEOUT = env_int("WACZ_TIMEOUT", 300, minimum=1)
+# Where sealed snapshots are copied besides DATA_DIR, as JSON: {name: Django STORAGES entry}, e.g.
+# {"mirror": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+#             "OPTIONS": {"location": "/mnt/mirror"}},
+#  "s3": {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {"bucket_name": "vellum"}}}
+# Each becomes a Django storage alias; names and backends are checked at start-up
+# (core/storage_checks.py).
+STORAGE_TARGETS = env_json_object("STORAGE_TARGETS", {})
+if _reserved := sorted(STORAGE_TARGETS.keys() & STORAGES.keys()):
+    raise ImproperlyConfigured(f"STORAGE_TARGETS may not be named {', '.join(_reserved)}")
+STORAGES.update(STORAGE_TARGETS)
+# Tries per storage copy before it fails (a target that is down backs off up to BACKOFF_CAP).
+STORAGE_MAX_ATTEMPTS = env_int("STORAGE_MAX_ATTEMPTS", 10, minimum=1)
+# Seconds a storage-copy actor owns a copy (upload and read-back of a whole snapshot folder).
+STORAGE_LEASE_SECONDS = env_int("STORAGE_LEASE_SECONDS", 1800, minimum=1)
+# When the scheduled fixity audit runs (cron fields: minute hour day month weekday), and how many
+# days a snapshot's last check stays fresh enough to skip.
+FIXITY_AUDIT_CRON = env_str("FIXITY_AUDIT_CRON", "30 3 * * *")
+try:
+    _cron_fields = FIXITY_AUDIT_CRON.split()
+    if len(_cron_fields) != 5:
+        raise ValueError("it needs five fields: minute hour day month weekday")
+    huey.crontab(*_cron_fields, strict=True)
+except ValueError as _error:
+    raise ImproperlyConfigured(f"FIXITY_AUDIT_CRON={FIXITY_AUDIT_CRON!r}: {_error}") from None
+FIXITY_AUDIT_INTERVAL_DAYS = env_number("FIXITY_AUDIT_INTERVAL_DAYS", 30, minimum=0)
+
 # --- huey (django-huey): side work; SQLite-backed by default, Redis when REDIS_URL is set ---------
 REDIS_URL = env_str("REDIS_URL", "")
 HUEY_IMMEDIATE = env_bool("HUEY_IMMEDIATE", False)
@@ -198,6 +231,7 @@ if DISK_HOLD_PERCENT > 100:
 ACTORS_CRAWL = env_int("ACTORS_CRAWL", 1, minimum=1)
 ACTORS_SNAPSHOT = env_int("ACTORS_SNAPSHOT", 2, minimum=1)
 ACTORS_ARCHIVERESULT = env_int("ACTORS_ARCHIVERESULT", 4, minimum=1)
+ACTORS_STORAGECOPY = env_int("ACTORS_STORAGECOPY", 1, minimum=1)
 # Most snapshots in progress at once (the crawl frontier); more wait queued.
 MAX_STARTED_SNAPSHOTS = env_int("MAX_STARTED_SNAPSHOTS", 16, minimum=1)
 # Seconds between orchestrator ticks, and an actor's idle seconds before it exits.
@@ -236,5 +270,9 @@ LOGGING = {
         # trafilatura logs a page it finds no article in as an ERROR; the readability result
         # already records that ("no article text found").
         "trafilatura": {"level": "CRITICAL"},
+        # The integrity check reports a malformed PDF or WARC as a problem of its own; these
+        # libraries' warnings about the same file would only repeat it on the console.
+        "pypdf": {"level": "ERROR"},
+        "warcio": {"level": "ERROR"},
     },
 }

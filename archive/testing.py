@@ -147,3 +147,83 @@ def unused_port() -> int:
 def files_in(folder: Path) -> set[str]:
     """Return every file under ``folder``, as POSIX paths relative to it."""
     return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
+
+
+# --- an S3 server for storage-target tests -------------------------------------------------------
+
+
+class MotoS3Server:
+    """moto's S3 server on 127.0.0.1 (a free port), served from a daemon thread.
+
+    ``stop()`` closes the port (clients get "connection refused"); ``start()`` again serves on the
+    same port with the same buckets (moto keeps its state per process): an outage and its
+    recovery. Bucket names are per test (``create_bucket()``), as every server in a process
+    shares that state.
+    """
+
+    access_key = "testing"
+    secret_key = "testing"
+    region = "us-east-1"
+
+    def __init__(self) -> None:
+        self.port = unused_port()
+        self._server = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MotoS3Server:
+        """Serve (again) on ``self.port``; return self."""
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        # werkzeug logs every request at INFO to a handler of its own: one line per S3 call.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the port (werkzeug closes it when serve_forever returns)."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def client(self):
+        """Return a boto3 S3 client for this server."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name=self.region,
+            config=Config(connect_timeout=5, retries={"max_attempts": 1}),
+        )
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """Create the bucket ``name`` (default: a fresh ``vellum-<hex>``); return its name."""
+        import uuid
+
+        name = name or f"vellum-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def storage_entry(self, bucket: str, **options) -> dict:
+        """Return the STORAGES (and STORAGE_TARGETS) entry of an S3Storage on ``bucket`` here;
+        ``options`` add to or replace its OPTIONS."""
+        return {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": bucket,
+                "endpoint_url": self.endpoint_url,
+                "access_key": self.access_key,
+                "secret_key": self.secret_key,
+                "region_name": self.region,
+                **options,
+            },
+        }

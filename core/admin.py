@@ -1,16 +1,34 @@
-"""Admin for snapshots, archive results and tags. Status is shown, never edited: it changes only
-through the state machines' transitions."""
+"""Admin for snapshots, archive results, storage copies, fixity checks and tags. Status is shown,
+never edited: it changes only through the state machines' transitions, which the actions reach
+through services."""
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Prefetch
+from django.db.models import Count, Exists, OuterRef, Prefetch, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.forms.models import BaseInlineFormSet
+from django.urls import reverse
 from django.utils.html import format_html
 
-from core.admin_display import file_links, main_output_link, result_badges, state_badge
+from core.admin_display import (
+    copies_summary,
+    file_links,
+    fixity_badge,
+    main_output_link,
+    problem_list,
+    result_badges,
+    size_display,
+    state_badge,
+)
+from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
+from core.copies import copies_retry
 from core.finalize import payload_files
-from core.models import ArchiveResult, Snapshot, Tag
+from core.fixity import RestoreError, snapshot_audit, snapshot_repair
+from core.models import ArchiveResult, FixityCheck, Snapshot, SnapshotQuerySet, StorageCopy, Tag
 from core.services import snapshot_rearchive, snapshot_retry_failed
+
+FIXITY_CHECKS_SHOWN = 20  # on a snapshot's page; the fixity check list has them all
 
 
 class ReadOnlyAdminMixin:
@@ -26,6 +44,52 @@ class ReadOnlyAdminMixin:
         # Deleting rows would orphan their folders in DATA_DIR; "delete with files" is an action
         # of its own (see the closing note of issue 2).
         return False
+
+
+def with_preservation(queryset: SnapshotQuerySet) -> SnapshotQuerySet:
+    """Annotate snapshots with what the fixity and storage-copy columns show, in the same query:
+    ``fixity_flagged`` (as ``Snapshot.objects.flagged()``), ``fixity_checked_at`` (the latest
+    conclusive check of any copy, None when there is none) and ``copies_*`` counts."""
+    checks = FixityCheck.objects.filter(snapshot=OuterRef("pk"))
+    conclusive = checks.conclusive().order_by("-checked_at")
+    return queryset.annotate(
+        fixity_flagged=Exists(FixityCheck.objects.flagged().filter(snapshot=OuterRef("pk"))),
+        fixity_checked_at=Subquery(conclusive.values("checked_at")[:1]),
+        copies_total=_copies(),
+        copies_stored=_copies(CopyStatus.STORED),
+        copies_damaged=_copies(CopyStatus.DAMAGED),
+        copies_failed=_copies(CopyStatus.FAILED),
+    )
+
+
+def _copies(status: str | None = None) -> Coalesce:
+    """The number of the snapshot's storage copies (in ``status``), as a subquery."""
+    copies = StorageCopy.objects.filter(snapshot=OuterRef("pk"))
+    if status:
+        copies = copies.filter(status=status)
+    counted = copies.order_by().values("snapshot").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted), Value(0))
+
+
+class FixityFilter(admin.SimpleListFilter):
+    """Flagged (what ``restore --flagged`` repairs), sound, or sealed and never checked."""
+
+    title = "fixity"
+    parameter_name = "fixity"
+
+    def lookups(self, request, model_admin):
+        return [("flagged", "flagged"), ("sound", "sound"), ("unchecked", "never checked")]
+
+    def queryset(self, request, queryset):
+        # The queryset carries with_preservation()'s annotations.
+        if self.value() == "flagged":
+            return queryset.filter(fixity_flagged=True)
+        unflagged = queryset.filter(status=SnapshotStatus.SEALED, fixity_flagged=False)
+        if self.value() == "sound":
+            return unflagged.filter(fixity_checked_at__isnull=False)
+        if self.value() == "unchecked":
+            return unflagged.filter(fixity_checked_at__isnull=True)
+        return queryset
 
 
 class ArchiveResultInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -45,24 +109,76 @@ class ArchiveResultInline(ReadOnlyAdminMixin, admin.TabularInline):
         return main_output_link(result)
 
 
+class StorageCopyInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = StorageCopy
+    fields = ["target_link", "state", "attempts", "files", "size_shown", "verified_at", "error"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    classes = ["vellum-plain"]  # no title line above each row: the target links to the copy
+
+    @admin.display(description="target")
+    def target_link(self, copy):
+        url = reverse("admin:core_storagecopy_change", args=[copy.pk])
+        return format_html('<a href="{}">{}</a>', url, copy.target)
+
+    @admin.display(description="state")
+    def state(self, copy):
+        return state_badge(copy.status, title=copy.error)
+
+    @admin.display(description="size")
+    def size_shown(self, copy):
+        return size_display(copy.size)
+
+
+class LatestChecksFormSet(BaseInlineFormSet):
+    """The snapshot's latest fixity checks only: the table grows with every audit."""
+
+    def get_queryset(self):
+        return super().get_queryset()[:FIXITY_CHECKS_SHOWN]
+
+
+class FixityCheckInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = FixityCheck
+    formset = LatestChecksFormSet
+    verbose_name_plural = f"fixity checks (the latest {FIXITY_CHECKS_SHOWN})"
+    fields = ["checked_at", "location", "outcome_badge", "files", "problems_shown"]
+    readonly_fields = fields
+    ordering = ["-checked_at", "-pk"]
+    extra = 0
+    can_delete = False
+    classes = ["vellum-plain"]
+
+    @admin.display(description="outcome")
+    def outcome_badge(self, check):
+        return state_badge(check.outcome)
+
+    @admin.display(description="problems")
+    def problems_shown(self, check):
+        return problem_list(check.problems, limit=10)
+
+
 @admin.register(Snapshot)
 class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["url_link", "title", "state", "results", "crawl", "depth", "created_at"]
-    list_filter = ["status", "crawl", "tags", "created_at", "results__extractor"]
+    list_display = ["url_link", "title", "state", "results", "fixity", "copies", "crawl", "depth",
+                    "created_at"]  # fmt: skip
+    list_filter = ["status", FixityFilter, "crawl", "tags", "created_at", "results__extractor"]
     search_fields = ["url", "title"]
     date_hierarchy = "created_at"
     list_select_related = ["crawl"]
     list_per_page = 50
     readonly_fields = ["id", "url_link", "title", "state", "crawl", "depth", "parent", "tags_list",
                        "attempts", "error", "created_at", "start_ts", "end_ts", "retry_at",
-                       "manifest_sha256", "files"]  # fmt: skip
+                       "manifest_sha256", "signed_by", "fixity_summary", "copies",
+                       "files"]  # fmt: skip
     fields = readonly_fields
-    inlines = [ArchiveResultInline]
-    actions = ["retry_failed", "rearchive"]
+    inlines = [ArchiveResultInline, StorageCopyInline, FixityCheckInline]
+    actions = ["retry_failed", "rearchive", "verify_fixity", "restore_damaged"]
 
     def get_queryset(self, request):
         results = Prefetch("results", queryset=ArchiveResult.objects.order_by("pk"))
-        return super().get_queryset(request).prefetch_related(results, "tags")
+        queryset = super().get_queryset(request).prefetch_related(results, "tags")
+        return with_preservation(queryset)
 
     @admin.action(description="Retry failed results of selected snapshots")
     def retry_failed(self, request, queryset):
@@ -80,15 +196,85 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.action(description="Re-archive selected snapshots (earlier runs are kept)")
     def rearchive(self, request, queryset):
         final = list(queryset.final().select_related("crawl"))
+        busy = queryset.count() - len(final)  # before: the status filter may drop re-queued ones
         for snapshot in final:
             snapshot_rearchive(snapshot=snapshot)
         if final:
             self.message_user(request, f"{len(final)} snapshot(s) queued to be archived again.")
-        busy = queryset.count() - len(final)
         if busy:
             self.message_user(
                 request,
                 f"{busy} snapshot(s) still in progress were left alone.",
+                level=messages.WARNING,
+            )
+
+    @admin.action(description="Verify fixity now (re-hash the folder and every storage copy)")
+    def verify_fixity(self, request, queryset):
+        """Audit each selected sealed snapshot now, in this request (core.fixity)."""
+        sealed = list(queryset.filter(status=SnapshotStatus.SEALED).order_by("pk"))
+        # Counted first: the selection may be filtered by the fixity the audit changes.
+        not_sealed = queryset.exclude(status=SnapshotStatus.SEALED).count()
+        unreachable = set()
+        for snapshot in sealed:
+            checks = snapshot_audit(snapshot=snapshot)
+            unreachable |= {c.location for c in checks if c.outcome == FixityOutcome.UNREACHABLE}
+        # Counted as the Fixity column shows them: a copy flagged earlier on a target that was
+        # unreachable now is still flagged.
+        flagged = list(
+            Snapshot.objects.flagged().filter(pk__in=[s.pk for s in sealed]).order_by("url")
+        )
+        if sealed:
+            self.message_user(
+                request,
+                f"{len(sealed)} verified: {len(sealed) - len(flagged)} sound, "
+                f"{len(flagged)} flagged.",
+                level=messages.WARNING if flagged else messages.SUCCESS,
+            )
+        if flagged:
+            urls = ", ".join(snapshot.url for snapshot in flagged[:10])
+            more = f" and {len(flagged) - 10} more" if len(flagged) > 10 else ""
+            self.message_user(
+                request,
+                f"Flagged: {urls}{more}. “Restore damaged copies” repairs them from a sound copy.",
+                level=messages.ERROR,
+            )
+        if unreachable:
+            self.message_user(
+                request,
+                f"Not reachable, so not checked: {', '.join(sorted(unreachable))}.",
+                level=messages.WARNING,
+            )
+        self._left_alone(request, not_sealed)
+
+    @admin.action(description="Restore damaged copies of selected snapshots")
+    def restore_damaged(self, request, queryset):
+        """Repair what audits flagged (core.fixity.snapshot_repair): a damaged folder is restored
+        from a sound storage copy; damaged or failed storage copies are queued again."""
+        sealed = list(queryset.filter(status=SnapshotStatus.SEALED).order_by("url"))
+        not_sealed = queryset.exclude(status=SnapshotStatus.SEALED).count()
+        sound = 0
+        for snapshot in sealed:
+            try:
+                done = snapshot_repair(snapshot=snapshot)
+            except RestoreError as error:
+                self.message_user(
+                    request, f"Cannot restore {snapshot.url}: {error}", level=messages.ERROR
+                )
+                continue
+            if done:
+                self.message_user(request, f"Repaired {snapshot.url}: {'; '.join(done)}.")
+            else:
+                sound += 1
+        if sound:
+            self.message_user(request, f"{sound} snapshot(s) sound: nothing to repair.")
+        self._left_alone(request, not_sealed)
+
+    def _left_alone(self, request, count: int) -> None:
+        if count:
+            self.message_user(
+                request,
+                f"{count} snapshot(s) not sealed were left alone: only sealed snapshots are "
+                "signed and copied.",
                 level=messages.WARNING,
             )
 
@@ -104,6 +290,33 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="results")
     def results(self, snapshot):
         return result_badges(snapshot)
+
+    @admin.display(description="fixity", ordering="fixity_checked_at")
+    def fixity(self, snapshot):
+        return fixity_badge(
+            flagged=snapshot.fixity_flagged,
+            checked_at=snapshot.fixity_checked_at,
+            sealed=snapshot.status == SnapshotStatus.SEALED,
+        )
+
+    @admin.display(description="fixity")
+    def fixity_summary(self, snapshot):
+        checks = snapshot.fixity_checks.count()
+        if not checks:
+            return self.fixity(snapshot)
+        url = reverse("admin:core_fixitycheck_changelist") + f"?snapshot__id__exact={snapshot.pk}"
+        return format_html(
+            '{} <a href="{}">all {} check(s)</a>', self.fixity(snapshot), url, checks
+        )
+
+    @admin.display(description="copies", ordering="copies_stored")
+    def copies(self, snapshot):
+        return copies_summary(
+            total=snapshot.copies_total,
+            stored=snapshot.copies_stored,
+            damaged=snapshot.copies_damaged,
+            failed=snapshot.copies_failed,
+        )
 
     @admin.display(description="tags")
     def tags_list(self, snapshot):
@@ -155,6 +368,92 @@ class ArchiveResultAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="output files")
     def files(self, result):
         return file_links(result.snapshot, result.output_files)
+
+
+def snapshot_link(snapshot: Snapshot) -> str:
+    """A link to the snapshot's admin page, showing its URL."""
+    url = reverse("admin:core_snapshot_change", args=[snapshot.pk])
+    return format_html('<a href="{}">{}</a>', url, snapshot.url)
+
+
+@admin.register(StorageCopy)
+class StorageCopyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Copies are queued when a snapshot is sealed and change by transitions only; deleting a row
+    would lose track of the files on the target."""
+
+    list_display = ["snapshot_url", "target", "state", "attempts", "files", "size_shown",
+                    "verified_at", "short_error"]  # fmt: skip
+    list_filter = ["status", "target"]
+    search_fields = ["snapshot__url", "target", "error"]
+    list_select_related = ["snapshot"]
+    list_per_page = 100
+    readonly_fields = ["snapshot_url", "target", "state", "attempts", "files", "size_shown",
+                       "manifest_sha256", "verified_at", "error", "created_at", "start_ts",
+                       "end_ts", "retry_at"]  # fmt: skip
+    fields = readonly_fields
+    actions = ["copy_again"]
+
+    @admin.action(description="Copy again (failed or damaged copies)")
+    def copy_again(self, request, queryset):
+        # Counted first: the selection may be filtered by the status this changes.
+        others = queryset.exclude(status__in=[CopyStatus.FAILED, CopyStatus.DAMAGED]).count()
+        queued = copies_retry(copies=queryset)
+        if queued:
+            self.message_user(request, f"{queued} copy(ies) queued to be copied again.")
+        if others:
+            self.message_user(
+                request,
+                f"{others} copy(ies) neither failed nor damaged were left alone.",
+                level=messages.WARNING,
+            )
+
+    @admin.display(description="snapshot", ordering="snapshot__url")
+    def snapshot_url(self, copy):
+        return snapshot_link(copy.snapshot)
+
+    @admin.display(description="state", ordering="status")
+    def state(self, copy):
+        return state_badge(copy.status, title=copy.error)
+
+    @admin.display(description="size", ordering="size")
+    def size_shown(self, copy):
+        return size_display(copy.size)
+
+    @admin.display(description="error")
+    def short_error(self, copy):
+        return copy.error[:120]
+
+
+@admin.register(FixityCheck)
+class FixityCheckAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The audit trail: rows are written by audits and never changed or removed."""
+
+    list_display = ["checked_at", "snapshot_url", "location", "outcome_badge", "files",
+                    "problems_shown"]  # fmt: skip
+    list_filter = ["outcome", "location", "checked_at"]
+    search_fields = ["snapshot__url"]
+    date_hierarchy = "checked_at"
+    list_select_related = ["snapshot"]
+    list_per_page = 100
+    readonly_fields = ["snapshot_url", "location", "checked_at", "outcome_badge", "files",
+                       "all_problems"]  # fmt: skip
+    fields = readonly_fields
+
+    @admin.display(description="snapshot", ordering="snapshot__url")
+    def snapshot_url(self, check):
+        return snapshot_link(check.snapshot)
+
+    @admin.display(description="outcome", ordering="outcome")
+    def outcome_badge(self, check):
+        return state_badge(check.outcome)
+
+    @admin.display(description="problems")
+    def problems_shown(self, check):
+        return problem_list(check.problems, limit=3)
+
+    @admin.display(description="problems")
+    def all_problems(self, check):
+        return problem_list(check.problems)
 
 
 @admin.register(Tag)

@@ -1,8 +1,13 @@
-"""Small HTML pieces the admin shows: state badges and links to snapshot files."""
+"""Small HTML pieces the admin shows: state badges, links to snapshot files, and the fixity and
+storage-copy summaries of a snapshot."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from core.models import ArchiveResult, Snapshot
@@ -58,3 +63,53 @@ def file_links(snapshot: Snapshot, paths: list[str]) -> str:
         "", '<li><a href="{}">{}</a></li>', ((file_url(snapshot, p), p) for p in paths)
     )
     return format_html('<ul class="vellum-files">{}</ul>', items)
+
+
+def fixity_badge(*, flagged: bool, checked_at: datetime | None, sealed: bool) -> str:
+    """A badge for what fixity audits found of a snapshot: ``flagged`` (the latest conclusive
+    check of some copy found it damaged), ``sound``, or ``unchecked`` (sealed, never checked
+    conclusively); a dash for a snapshot not sealed and not flagged (nothing signed to check)."""
+    when = f"last checked {timezone.localtime(checked_at):%Y-%m-%d %H:%M}" if checked_at else ""
+    if flagged:
+        return state_badge("flagged", title=when)
+    if not sealed:
+        return "—"
+    if checked_at is None:
+        return state_badge("unchecked", title="no fixity check has read this snapshot yet")
+    return state_badge("sound", title=when)
+
+
+def copies_summary(*, total: int, stored: int, damaged: int, failed: int) -> str:
+    """A badge such as "2/2 stored" or "1/2 stored, 1 damaged": green when every copy is
+    stored, red when one is damaged or failed, blue while the others are being copied."""
+    if not total:
+        return "—"
+    pending = total - stored - damaged - failed
+    others = {"damaged": damaged, "failed": failed, "pending": pending}
+    parts = [f"{stored}/{total} stored"] + [f"{n} {word}" for word, n in others.items() if n]
+    if damaged:
+        colour = "damaged"
+    elif failed:
+        colour = "failed"
+    elif pending:
+        colour = "started"
+    else:
+        colour = "stored"
+    return state_badge(colour, ", ".join(parts))
+
+
+def size_display(size: int) -> str:
+    """Bytes as a person reads them ("1.2 MB"); a dash for nothing."""
+    return filesizeformat(size) if size else "—"
+
+
+def problem_list(problems: list[str], limit: int | None = None) -> str:
+    """What a fixity check found wrong, one item each (the first ``limit`` of them)."""
+    if not problems:
+        return "—"
+    shown = problems if limit is None else problems[:limit]
+    items = format_html_join("", "<li>{}</li>", ((problem,) for problem in shown))
+    more = len(problems) - len(shown)
+    if more:
+        items += format_html("<li>… and {} more</li>", more)
+    return format_html('<ul class="vellum-problems">{}</ul>', items)

@@ -1,4 +1,4 @@
-"""State vocabulary of snapshots and archive results (DESIGN.md §2)."""
+"""State vocabulary: snapshots, archive results, storage copies, fixity checks (DESIGN.md §2)."""
 
 from django.db import models
 
@@ -34,3 +34,30 @@ class ResultStatus(models.TextChoices):
     @classmethod
     def final(cls) -> tuple[str, ...]:
         return (cls.SUCCEEDED, cls.FAILED, cls.SKIPPED)
+
+
+class CopyStatus(models.TextChoices):
+    """States of one copy of a sealed snapshot on one storage target."""
+
+    QUEUED = "queued", "Queued"
+    STARTED = "started", "Started"
+    BACKOFF = "backoff", "Backoff"
+    STORED = "stored", "Stored"
+    FAILED = "failed", "Failed"
+    DAMAGED = "damaged", "Damaged"  # a fixity audit found it no longer matches the manifest
+
+    @classmethod
+    def active(cls) -> tuple[str, ...]:
+        return (cls.QUEUED, cls.STARTED, cls.BACKOFF)
+
+    @classmethod
+    def final(cls) -> tuple[str, ...]:
+        return (cls.STORED, cls.FAILED, cls.DAMAGED)
+
+
+class FixityOutcome(models.TextChoices):
+    """What one fixity check of one copy of a snapshot found."""
+
+    OK = "ok", "OK"
+    FLAGGED = "flagged", "Flagged"  # files missing, altered, or the signature does not verify
+    UNREACHABLE = "unreachable", "Unreachable"  # the storage could not be read: nothing learnt

@@ -16,6 +16,8 @@ from pathlib import Path
 
 INDEX_NAME = "index.json"
 MANIFEST_NAME = "manifest-sha256.txt"
+SIGNATURE_NAME = MANIFEST_NAME + ".sig"  # detached Ed25519 signature of the manifest's bytes
+TAG_FILES = (MANIFEST_NAME, SIGNATURE_NAME)  # describe the payload, so never part of it
 TEMP_PREFIX = ".tmp-"  # extractors' working folders and half-written files start with this
 HASH_CHUNK = 1024 * 1024
 
@@ -52,7 +54,8 @@ def sha256_file(path: Path) -> str:
 
 
 def payload_files(folder: Path) -> list[Path]:
-    """Return every regular file under ``folder`` but the manifest and temporary files, sorted.
+    """Return every regular file under ``folder`` but the manifest, its signature and temporary
+    files, sorted.
 
     Symbolic links are not followed: a link could point outside the snapshot folder.
     """
@@ -63,7 +66,7 @@ def payload_files(folder: Path) -> list[Path]:
             path = Path(root) / name
             if name.startswith(TEMP_PREFIX) or path.is_symlink() or not path.is_file():
                 continue
-            if path.parent == folder and name == MANIFEST_NAME:
+            if path.parent == folder and name in TAG_FILES:
                 continue
             files.append(path)
     return sorted(files)

@@ -213,6 +213,7 @@ def read_folder(folder: Path) -> FolderIndex:
             "start_ts": start_ts,
             # Sealing happens after index.json is written: the last result's end is the closest.
             "end_ts": max(ends, default=start_ts or created_at),
+            "signed_by": _signer(document) if status == SnapshotStatus.SEALED else "",
         },
         tags=snapshot.texts("tags", _field(Tag, "name")),
         parent_id=snapshot.uuid("parent_id", nullable=True),
@@ -221,6 +222,14 @@ def read_folder(folder: Path) -> FolderIndex:
         error=error,
         manifest_sha256=manifest_sha256,
     )
+
+
+def _signer(document: _Object) -> str:
+    """Return the fingerprint of the key that signed the manifest (index.json's optional
+    ``signing_key``, written since manifests are signed), or "" when it does not say."""
+    if "signing_key" not in document.data:
+        return ""
+    return document.object("signing_key").text("fingerprint", _field(Snapshot, "signed_by"))
 
 
 def _read_crawl(crawl: _Object, crawl_id: int) -> CrawlRecord:

@@ -6,6 +6,8 @@ import random
 
 from django.conf import settings
 
+LEASE_EXPIRED = "worker stopped before finishing (lease expired)"
+
 
 def backoff_delay(attempt: int, retry_after: float | None = None) -> float:
     """Return seconds to wait before attempt ``attempt + 1``.

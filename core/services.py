@@ -20,20 +20,18 @@ from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.process import CommandCancelled
 from core.extractors.registry import default_profile, get_extractor
-from core.finalize import INDEX_NAME, TEMP_PREFIX, write_index, write_manifest
+from core.finalize import INDEX_NAME, TEMP_PREFIX
+from core.finalizing import snapshot_finalize
 from core.models import ArchiveResult, Snapshot
-from core.retries import backoff_delay
+from core.packaging import WACZ_NAME
+from core.retries import LEASE_EXPIRED, backoff_delay
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
 
-# 2: results carry their earlier runs ("history") and the crawl is described, but for its seeds:
-# those are the depth-0 snapshots' URLs (each folder holding every seed would grow as seeds²).
-INDEX_VERSION = 2
 HISTORY_DIR = "history"  # earlier runs' files, in the snapshot folder (snapshot_rearchive)
-LEASE_EXPIRED = "worker stopped before finishing (lease expired)"
 
 
 # --- snapshots -----------------------------------------------------------------------------------
@@ -79,53 +77,6 @@ def snapshot_check_results(*, snapshot: Snapshot) -> None:
     snapshot_finalize(snapshot=snapshot)
 
 
-def snapshot_finalize(*, snapshot: Snapshot) -> None:
-    """Write the snapshot folder's ``index.json`` and manifest, then seal it.
-
-    Each step is idempotent, so a crash part-way repeats it safely. Each attempt is counted
-    before it runs, so a worker that dies while finalizing uses one up too. An OSError (disk
-    full, permissions) or a file name that cannot be encoded is retried with backoff; past
-    MAX_ATTEMPTS the snapshot fails with the reason.
-    """
-    if snapshot.attempts >= settings.MAX_ATTEMPTS:
-        # The last attempt neither sealed nor failed: its worker died.
-        reason = LEASE_EXPIRED + (f"; before that: {snapshot.error}" if snapshot.error else "")
-        _finalizing_failed(snapshot, f"attempts exhausted ({snapshot.attempts}): {reason}")
-        return
-    with transaction.atomic():
-        snapshot.begin_finalizing()
-        snapshot.save()
-    results = list(snapshot.results.order_by("pk"))
-    snapshot.title = _title_from(results) or snapshot.title
-    folder = snapshot.output_dir
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        _remove_temporary(folder)
-        write_index(folder, snapshot_index(snapshot, results))
-        manifest_sha256 = write_manifest(folder)
-    except (OSError, ValueError) as error:  # ValueError: a file name that is not text
-        reason = f"finalizing failed: {error}"
-        logger.warning("snapshot %s: %s", snapshot.pk, reason)
-        if snapshot.attempts >= settings.MAX_ATTEMPTS:
-            _finalizing_failed(snapshot, reason)
-            return
-        with transaction.atomic():
-            snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts))
-            snapshot.save()
-        return
-    with transaction.atomic():
-        snapshot.seal(manifest_sha256=manifest_sha256)
-        snapshot.save()
-    _wake_crawl_if_done(snapshot)
-
-
-def _finalizing_failed(snapshot: Snapshot, reason: str) -> None:
-    with transaction.atomic():
-        snapshot.fail(error=reason)
-        snapshot.save()
-    _wake_crawl_if_done(snapshot)
-
-
 def snapshot_rearchive(*, snapshot: Snapshot) -> str:
     """Archive a sealed or failed snapshot again; return where its earlier run now lies.
 
@@ -145,7 +96,7 @@ def snapshot_rearchive(*, snapshot: Snapshot) -> str:
         snapshot.rearchive()
         snapshot.save()
         results = list(snapshot.results.all())
-        for name in [result.extractor for result in results] + ["logs", INDEX_NAME]:
+        for name in [result.extractor for result in results] + ["logs", INDEX_NAME, WACZ_NAME]:
             _move_aside(folder / name, folder / moved_to / name)
         for result in results:
             result.rearchive(moved_to=moved_to)
@@ -212,81 +163,6 @@ def snapshot_wake(*, snapshot_id) -> bool:
         pk=snapshot_id, status=SnapshotStatus.STARTED, retry_at__lte=waiting_until
     ).update(retry_at=now)
     return bool(woken)
-
-
-def _wake_crawl_if_done(snapshot: Snapshot) -> None:
-    """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
-    if snapshot.crawl.snapshots.active().exists():
-        return
-    now = timezone.now()
-    Crawl.objects.filter(
-        pk=snapshot.crawl_id,
-        status=CrawlStatus.STARTED,
-        retry_at__lte=now + timezone.timedelta(seconds=settings.POLL_INTERVAL),
-    ).update(retry_at=now)
-
-
-def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
-    """Return the ``index.json`` document: enough to rebuild the snapshot's rows (DESIGN.md §1)."""
-    crawl = snapshot.crawl
-    return {
-        "vellum_index_version": INDEX_VERSION,
-        "crawl": {
-            "id": crawl.pk,
-            "depth": crawl.depth,
-            "any_host": crawl.any_host,
-            "priority": crawl.priority,
-            "tags": sorted(tag.name for tag in crawl.tags.all()),
-            "source_file": crawl.source_file,
-            "created_at": crawl.created_at.isoformat(),
-        },
-        "snapshot": {
-            "id": str(snapshot.pk),
-            "url": snapshot.url,
-            "title": snapshot.title,
-            "crawl_id": snapshot.crawl_id,
-            "depth": snapshot.depth,
-            "parent_id": str(snapshot.parent_id) if snapshot.parent_id else None,
-            "tags": sorted(tag.name for tag in snapshot.tags.all()),
-            "priority": snapshot.priority,
-            "created_at": snapshot.created_at.isoformat(),
-            "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
-        },
-        "results": [
-            {
-                "extractor": result.extractor,
-                "status": result.status,
-                "attempts": result.attempts,
-                "cmd": result.cmd,
-                "cmd_version": result.cmd_version,
-                "exit_code": result.exit_code,
-                "output": result.output,
-                "output_files": result.output_files,
-                "output_size": result.output_size,
-                "error": result.error,
-                "start_ts": result.start_ts.isoformat() if result.start_ts else None,
-                "end_ts": result.end_ts.isoformat() if result.end_ts else None,
-                "history": result.history,
-            }
-            for result in results
-        ],
-    }
-
-
-def _title_from(results: list[ArchiveResult]) -> str:
-    for result in results:
-        if result.extractor == "title" and result.status == ResultStatus.SUCCEEDED:
-            return result.output
-    return ""
-
-
-def _remove_temporary(folder: Path) -> None:
-    """Remove working folders left by attempts that crashed (they never count as output)."""
-    for path in folder.glob(f"{TEMP_PREFIX}*"):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
 
 
 def snapshot_queue_outlinks(*, snapshot: Snapshot, urls: list[str]) -> int:

@@ -6,4 +6,6 @@ app_name = "core"
 
 urlpatterns = [
     path("archive/<uuid:snapshot_id>/<path:path>", views.snapshot_file, name="snapshot_file"),
+    path("keys/signing-key.pub.pem", views.public_key, name="public_key"),
+    path("keys.json", views.public_keys, name="public_keys"),
 ]

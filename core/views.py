@@ -1,4 +1,5 @@
-"""Serve a snapshot's output files from DATA_DIR, never anything outside its folder."""
+"""Serve a snapshot's output files from DATA_DIR, never anything outside its folder, and the
+archive's public signing keys to anyone."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import FileResponse, Http404, HttpRequest
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotFound,
+    JsonResponse,
+)
+from django.views.decorators.http import require_safe
 
+from core import signing
 from core.models import Snapshot
 
 # Archived pages are untrusted code: scripts in them must not reach this app's origin.
@@ -53,3 +63,41 @@ def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> FileResponse:
     response["Content-Security-Policy"] = ARCHIVED_CONTENT_CSP
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+@require_safe
+def public_key(request: HttpRequest) -> HttpResponse:
+    """Return the archive's current public signing key as PEM text, to anyone.
+
+    Answers 404 (plain text) while there is no key yet.
+    """
+    try:
+        pem = signing.public_key_pem()
+    except signing.SigningKeyMissingError:
+        return _no_signing_key()
+    response = HttpResponse(pem, content_type="application/x-pem-file")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_safe
+def public_keys(request: HttpRequest) -> HttpResponse:
+    """Return every trusted public key as JSON ``{"current": fp or null, "keys": {fp: PEM}}``.
+
+    Answers 404 (plain text) while there is no key at all.
+    """
+    keys = signing.trusted_public_keys()
+    if not keys:
+        return _no_signing_key()
+    try:
+        current = signing.key_fingerprint(signing.public_key_pem())
+    except signing.SigningKeyMissingError:
+        current = None  # only retired keys are left: older snapshots can still be checked
+    return JsonResponse({"current": current, "keys": keys})
+
+
+def _no_signing_key() -> HttpResponseNotFound:
+    return HttpResponseNotFound(
+        "This archive has no signing key yet (manage.py init creates one).\n",
+        content_type="text/plain; charset=utf-8",
+    )

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from core.choices import ResultStatus, SnapshotStatus
-from core.models import ArchiveResult
+from core.choices import CopyStatus, ResultStatus, SnapshotStatus
+from core.models import ArchiveResult, StorageCopy
 from crawls.models import Crawl
 
 PLAIN_INTERVAL_SECONDS = 5
 
 
 class CrawlProgress:
-    """Show snapshots and results of one crawl as they finish: a live bar on a terminal, a line
-    every few seconds (when something changed) otherwise."""
+    """Show snapshots, results and storage copies of one crawl as they finish: a live bar on a
+    terminal, a line every few seconds (when something changed) otherwise."""
 
     def __init__(self, crawl: Crawl, console: Console):
         self.crawl = crawl
@@ -35,6 +36,9 @@ class CrawlProgress:
             )
             self.snapshots_task = self.progress.add_task("snapshots", total=None, detail="")
             self.results_task = self.progress.add_task("results", total=None, detail="")
+            self.copies_task = None
+            if settings.STORAGE_TARGETS:
+                self.copies_task = self.progress.add_task("copies", total=None, detail="")
 
     def __enter__(self) -> CrawlProgress:
         if self.progress:
@@ -55,15 +59,33 @@ class CrawlProgress:
         failed = results.get(ResultStatus.FAILED, 0)
         backoff = results.get(ResultStatus.BACKOFF, 0)
         detail = f"{failed} failed, {backoff} in backoff"
+        copies = self._copies()
         if self.progress:
             self.progress.update(self.snapshots_task, total=total, completed=final, detail="")
             self.progress.update(self.results_task, total=r_total, completed=r_final, detail=detail)
+            if self.copies_task is not None and copies:
+                self.progress.update(self.copies_task, **copies)
             return
         line = f"snapshots {final}/{total}, results {r_final}/{r_total} ({detail})"
+        if copies:
+            line += f", copies {copies['completed']}/{copies['total']} ({copies['detail']})"
         now = time.monotonic()
         if line != self.last_line and now - self.last_print >= PLAIN_INTERVAL_SECONDS:
             self.console.print(line, highlight=False)
             self.last_line, self.last_print = line, now
+
+    def _copies(self) -> dict | None:
+        """Storage copies of the crawl: counts, and why copies back off (a target is down)."""
+        if not settings.STORAGE_TARGETS:
+            return None
+        copies = StorageCopy.objects.filter(snapshot__crawl=self.crawl)
+        counts = copies.count_by_status()
+        waiting = copies.filter(status=CopyStatus.BACKOFF).order_by("-modified_at").first()
+        detail = f"{counts.get(CopyStatus.BACKOFF, 0)} in backoff"
+        if waiting is not None:
+            detail += f": {waiting.error[:80]}"
+        stored = counts.get(CopyStatus.STORED, 0)
+        return {"total": sum(counts.values()), "completed": stored, "detail": detail}
 
 
 def _sum(counts: dict[str, int], states: tuple[str, ...]) -> int:

@@ -31,6 +31,11 @@ def _fixed_lease(_record) -> float:
     return settings.LEASE_SECONDS
 
 
+def _copy_lease(_copy) -> float:
+    """A storage copy uploads a whole snapshot folder and reads it back: a long lease."""
+    return settings.STORAGE_LEASE_SECONDS
+
+
 def _result_lease(result) -> float:
     """An archive result is owned for its extractor's timeout plus a margin."""
     from core.extractors.registry import get_extractor
@@ -40,7 +45,8 @@ def _result_lease(result) -> float:
 
 def work_types() -> dict[str, WorkType]:
     """Return every kind of work by name, in the order the orchestrator spawns them."""
-    from core.models import ArchiveResult, Snapshot
+    from core.copies import copy_tick
+    from core.models import ArchiveResult, Snapshot, StorageCopy
     from core.services import result_tick, snapshot_tick
     from crawls.models import Crawl
     from crawls.services import crawl_tick
@@ -54,6 +60,10 @@ def work_types() -> dict[str, WorkType]:
         WorkType(
             "archiveresult", ArchiveResult, lambda r: result_tick(result=r), _result_lease,
             "ACTORS_ARCHIVERESULT", lease_fields=("extractor",), related=("snapshot__crawl",),
+        ),
+        WorkType(
+            "storagecopy", StorageCopy, lambda c: copy_tick(copy=c), _copy_lease,
+            "ACTORS_STORAGECOPY", related=("snapshot",),
         ),
     ]  # fmt: skip
     return {kind.name: kind for kind in kinds}

@@ -32,9 +32,9 @@ from django.utils import timezone
 from model_bakery import baker
 
 from archive.testing import shared_database_url
-from core.choices import ResultStatus, SnapshotStatus
+from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
 from core.management.commands import add as add_command
-from core.models import ArchiveResult, Snapshot, Tag
+from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy, Tag
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
@@ -671,3 +671,66 @@ def test_init_refuses_a_superuser_without_a_password(
         "CommandError: DJANGO_SUPERUSER_USERNAME is set but DJANGO_SUPERUSER_PASSWORD is not"
     ]
     assert users(data_dir) == []
+
+
+def make_sealed(crawl: Crawl, url: str) -> Snapshot:
+    return baker.make(Snapshot, crawl=crawl, url=url, status=SnapshotStatus.SEALED, retry_at=None)
+
+
+def test_status_shows_what_fixity_audits_flagged(db, settings) -> None:
+    settings.STORAGE_TARGETS = {}
+    crawl = baker.make(Crawl, status=CrawlStatus.SEALED, retry_at=None)
+    last = timezone.now() - timedelta(hours=3)
+    flagged = make_sealed(crawl, "http://flagged.example/")
+    baker.make(FixityCheck, snapshot=flagged, location="local", outcome=FixityOutcome.FLAGGED,
+               checked_at=last - timedelta(days=1), problems=["missing: index.json"])  # fmt: skip
+    sound = make_sealed(crawl, "http://sound.example/")
+    baker.make(FixityCheck, snapshot=sound, location="local", outcome=FixityOutcome.OK,
+               checked_at=last)  # fmt: skip
+    make_sealed(crawl, "http://never.example/")
+    unreachable_only = make_sealed(crawl, "http://unreachable.example/")
+    baker.make(FixityCheck, snapshot=unreachable_only, location="s3",
+               outcome=FixityOutcome.UNREACHABLE, checked_at=last - timedelta(hours=1))  # fmt: skip
+    baker.make(StorageCopy, snapshot=flagged, target="s3", status=CopyStatus.DAMAGED,
+               retry_at=None)  # fmt: skip
+    text, as_json = io.StringIO(), io.StringIO()
+
+    call_command("status", stdout=text)
+    call_command("status", "--json", stdout=as_json)
+
+    document = json.loads(as_json.getvalue())
+    assert document["fixity"] == {
+        "flagged": 1, "unchecked": 2, "last_checked_at": last.isoformat(),
+    }  # fmt: skip
+    assert document["storagecopy"]["damaged"] == 1
+    lines = [line.rstrip() for line in text.getvalue().splitlines()]
+    assert "storage copies" in lines
+    assert "  damaged           1" in lines
+    assert "fixity" in lines
+    assert "  flagged snapshots 1" in lines
+    assert "  never checked     2" in lines
+    assert f"  last check        {last:%Y-%m-%d %H:%M} UTC (3 hours ago)" in lines
+    assert (
+        "1 snapshot flagged by fixity audits: manage.py verify --all, manage.py restore --flagged"
+        in lines
+    )
+    assert (
+        "No storage targets configured (STORAGE_TARGETS): snapshots are kept in DATA_DIR only."
+        in lines
+    )
+
+
+def test_status_when_nothing_was_ever_checked(db, settings) -> None:
+    settings.STORAGE_TARGETS = {"m": {"BACKEND": "django.core.files.storage.FileSystemStorage"}}
+    text, as_json = io.StringIO(), io.StringIO()
+
+    call_command("status", stdout=text)
+    call_command("status", "--json", stdout=as_json)
+
+    assert json.loads(as_json.getvalue())["fixity"] == {
+        "flagged": 0, "unchecked": 0, "last_checked_at": None,
+    }  # fmt: skip
+    lines = [line.rstrip() for line in text.getvalue().splitlines()]
+    assert "  last check        never" in lines
+    assert not any("flagged by fixity audits" in line for line in lines)
+    assert not any("No storage targets" in line for line in lines)

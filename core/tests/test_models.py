@@ -128,18 +128,19 @@ def test_snapshot_retry_finalizing_keeps_the_reason_and_waits() -> None:
     assert 29 <= seconds_from_now(snapshot.retry_at) <= 30
 
 
-def test_snapshot_seal_records_the_manifest_digest() -> None:
+def test_snapshot_seal_records_the_manifest_digest_and_signer() -> None:
     snapshot = make_snapshot(
         SnapshotStatus.FINALIZING, error="earlier trouble", retry_at=timezone.now()
     )
     digest = "ab" * 32
 
-    snapshot.seal(manifest_sha256=digest)
+    snapshot.seal(manifest_sha256=digest, signed_by="sha256:" + "cd" * 32)
     snapshot.save()
 
     snapshot = reloaded(snapshot)
     assert snapshot.status == SnapshotStatus.SEALED
     assert snapshot.manifest_sha256 == digest
+    assert snapshot.signed_by == "sha256:" + "cd" * 32
     assert snapshot.error == ""
     assert snapshot.retry_at is None
     assert snapshot.end_ts is not None

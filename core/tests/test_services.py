@@ -23,17 +23,19 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
 from core.finalize import MANIFEST_NAME, read_manifest, verify_manifest
+from core.finalizing import snapshot_finalize
 from core.models import ArchiveResult, Snapshot
 from core.services import (
     result_tick,
     snapshot_check_results,
-    snapshot_finalize,
     snapshot_queue_outlinks,
     snapshot_start,
     snapshot_tick,
     snapshot_wake,
 )
+from core.signing import key_fingerprint, public_key_pem, verify_signature
 from core.tests.site import PIXEL_PNG, RETRY_AFTER_SECONDS, LiveSite
+from core.tests.warcs import write_warc
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
@@ -168,7 +170,6 @@ def finished_snapshot() -> Snapshot:
     files = {
         "title/title.txt": f"{INDEX_TITLE}\n",
         "wget/a.example/index.html": "<html><title>x</title></html>",
-        "wget/warc/archive.warc.gz": "not really gzip",
         # Left by attempts that crashed: never part of the snapshot.
         ".tmp-wget-2/a.example/index.html": "half",
         ".tmp-old-favicon/favicon.ico": "stale",
@@ -177,6 +178,7 @@ def finished_snapshot() -> Snapshot:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     (folder / ".tmp-abc123").write_text("a half-written index")
+    write_warc(folder / "wget/warc/archive.warc.gz", "http://a.example/")
     make_result(
         snapshot,
         "wget",
@@ -223,10 +225,13 @@ def test_check_results_finalizes_and_seals_when_every_result_is_final() -> None:
     assert snapshot.manifest_sha256 == hashlib.sha256(manifest).hexdigest()
     assert set(read_manifest(folder)) == {
         "index.json",
+        "snapshot.wacz",
         "title/title.txt",
         "wget/a.example/index.html",
         "wget/warc/archive.warc.gz",
     }
+    assert verify_signature(folder) == []
+    assert snapshot.signed_by == key_fingerprint(public_key_pem())
 
 
 def test_index_json_describes_the_snapshot_and_every_result() -> None:

@@ -47,6 +47,8 @@ from core.finalize import (
     verify_manifest,
 )
 from core.models import ArchiveResult, Snapshot
+from core.packaging import WACZ_NAME
+from core.signing import verify_signature
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import normalize_url
@@ -95,6 +97,7 @@ class Installation:
         self.logs_dir.mkdir(parents=True)
         django_settings.DATA_DIR = data_dir
         django_settings.ARCHIVE_DIR = data_dir / "archive"
+        django_settings.KEYS_DIR = data_dir / "keys"
         django_settings.SOURCES_DIR = data_dir / "sources"
         django_settings.LOGS_DIR = self.logs_dir
         self.env = {
@@ -385,12 +388,13 @@ def check_folder(snapshot: Snapshot, results: list[ArchiveResult]) -> list[str]:
     if sha256_file(folder / MANIFEST_NAME) != snapshot.manifest_sha256:
         problems.append("the manifest's SHA-256 is not the one the database recorded at sealing")
     index = json.loads((folder / INDEX_NAME).read_text(encoding="utf-8"))
+    problems += verify_signature(folder, index["signing_key"]["public_key"])
     in_index = {r["extractor"]: (r["status"], r["attempts"]) for r in index["results"]}
     in_db = {r.extractor: (r.status, r.attempts) for r in results}
     if in_index != in_db or len(index["results"]) != len(results):
         problems.append(f"index.json results {in_index} differ from the database's {in_db}")
     succeeded = [r for r in results if r.status == ResultStatus.SUCCEEDED]
-    owned = {INDEX_NAME} | {name for result in succeeded for name in result.output_files}
+    owned = {INDEX_NAME, WACZ_NAME} | {name for r in succeeded for name in r.output_files}
     for path in payload_files(folder):
         relative = path.relative_to(folder).as_posix()
         if relative not in owned and not relative.startswith("logs/"):

@@ -8,6 +8,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
+from core.models import StorageCopy
 from crawls.choices import CrawlStatus
 from crawls.seeds import InputError
 from crawls.services import MAX_DEPTH, crawl_create
@@ -86,13 +87,17 @@ class Command(BaseCommand):
         return data, name
 
     def _wait_for(self, crawl) -> None:
-        """Run the orchestrator until ``crawl`` is sealed (or held), showing progress."""
+        """Run the orchestrator until ``crawl`` is sealed and its snapshots copied to every
+        storage target (or until it is held), showing progress."""
         log_to_file("orchestrator.log")
         console = Console(file=self.stdout._out)
+        copies = StorageCopy.objects.filter(snapshot__crawl=crawl)
 
         def crawl_done() -> bool:
             crawl.refresh_from_db(fields=["status"])
-            return crawl.status in (CrawlStatus.SEALED, CrawlStatus.HELD)
+            if crawl.status == CrawlStatus.HELD:
+                return True
+            return crawl.status == CrawlStatus.SEALED and not copies.active().exists()
 
         with CrawlProgress(crawl, console) as progress:
             Orchestrator(until=crawl_done, on_tick=progress.update).run()
@@ -116,6 +121,11 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Crawl {crawl.pk} sealed in "
                                              f"{report['duration_seconds']:.1f} s"))  # fmt: skip
         self.stdout.write(f"  snapshots: {snapshots}\n  results:   {results}")
+        copies = StorageCopy.objects.filter(snapshot__crawl=crawl)
+        for target in sorted(set(copies.values_list("target", flat=True))):
+            states = copies.filter(target=target).count_by_status()
+            counted = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+            self.stdout.write(f"  copies on {target}: {counted}")
         grouped: dict[tuple[str, str], list[str]] = {}
         for failure in report["failures"]:
             grouped.setdefault((failure["url"], failure["error"]), []).append(failure["extractor"])

@@ -1,4 +1,5 @@
-"""``manage.py init``: create DATA_DIR, migrate, collect static files, optionally an admin user."""
+"""``manage.py init``: create DATA_DIR, migrate, collect static files, create the manifest signing
+key, and optionally an admin user."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from archive.env import write_private
+from core import signing
 
 
 class Command(BaseCommand):
     help = (
-        "Create DATA_DIR and its database, and collect static files. With "
+        "Create DATA_DIR and its database, collect static files, and create the key pair that "
+        "signs snapshot manifests (DATA_DIR/keys). With "
         "DJANGO_SUPERUSER_USERNAME and DJANGO_SUPERUSER_PASSWORD set, also create that admin "
         "user if it does not exist."
     )
@@ -38,10 +41,20 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         self.stdout.write(f"Data folder ready: {settings.DATA_DIR}")
+        self._ensure_signing_key()
         if os.environ.get("DJANGO_SUPERUSER_USERNAME"):
             self._create_admin_from_environment(os.environ["DJANGO_SUPERUSER_USERNAME"])
         elif create_admin:
             self._create_first_admin()
+
+    def _ensure_signing_key(self) -> None:
+        try:
+            created = signing.ensure_signing_key()
+            fingerprint = signing.key_fingerprint(signing.public_key_pem())
+        except signing.SigningKeyError as error:
+            raise CommandError(str(error)) from None
+        label = "Signing key created" if created else "Signing key"
+        self.stdout.write(f"{label}: {settings.KEYS_DIR / signing.PUBLIC_KEY_NAME} ({fingerprint})")
 
     def _create_first_admin(self) -> None:
         users = get_user_model().objects

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
-
 from django.core.management.base import BaseCommand, CommandError
 
 from core.management.database import require_migrated_database
+from core.management.selection import parse_snapshot_ids
 from core.models import Snapshot
 from core.services import snapshot_retry_failed
 
@@ -28,7 +27,7 @@ class Command(BaseCommand):
             raise CommandError("Say which snapshots: their ids, --crawl ID or --all.")
         candidates = Snapshot.objects.with_failures()
         if snapshots:
-            candidates = candidates.filter(pk__in=_parse_ids(snapshots))
+            candidates = candidates.filter(pk__in=parse_snapshot_ids(snapshots))
         if crawl is not None:
             candidates = candidates.filter(crawl_id=crawl)
         retried = results = 0
@@ -42,13 +41,3 @@ class Command(BaseCommand):
             f"Queued {results} failed results of {retried} snapshots again. "
             "The orchestrator runs them (manage.py orchestrator, or bash .ci/start)."
         )
-
-
-def _parse_ids(values: list[str]) -> list[uuid.UUID]:
-    ids = []
-    for value in values:
-        try:
-            ids.append(uuid.UUID(value))
-        except ValueError:
-            raise CommandError(f"{value!r} is not a snapshot id (a UUID)") from None
-    return ids

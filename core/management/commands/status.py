@@ -1,21 +1,28 @@
-"""``manage.py status``: how many crawls, snapshots and results are in each state."""
+"""``manage.py status``: how many crawls, snapshots, results and storage copies are in each state,
+and what fixity audits found."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+from django.utils.timesince import timesince
 from rich.console import Console
 from rich.table import Table
 
 from core.management.database import require_migrated_database
 from orchestrator.diskguard import disk_usage
-from orchestrator.status import status_counts
+from orchestrator.status import fixity_status, kind_titles, status_counts
 
 
 class Command(BaseCommand):
-    help = "Count crawls, snapshots and archive results per state."
+    help = (
+        "Count crawls, snapshots, archive results and storage copies per state; show what "
+        "fixity audits flagged."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -25,6 +32,7 @@ class Command(BaseCommand):
     def handle(self, *args, as_json: bool, **options):
         require_migrated_database()
         counts = status_counts()
+        fixity = fixity_status()
         try:
             disk = disk_usage()
         except OSError as error:
@@ -37,15 +45,60 @@ class Command(BaseCommand):
                 "hold_percent": disk.hold_percent,
                 "held": disk.held,
             }
-            document = {"data_dir": str(settings.DATA_DIR), "disk_guard": guard, **counts}
+            last = fixity["last_checked_at"]
+            fixity = {**fixity, "last_checked_at": last.isoformat() if last else None}
+            document = {
+                "data_dir": str(settings.DATA_DIR), "disk_guard": guard, **counts, "fixity": fixity
+            }  # fmt: skip
             self.stdout.write(json.dumps(document))
             return
-        console = Console(file=self.stdout._out)
-        console.print(f"Data folder: {settings.DATA_DIR}", highlight=False)
+        console = Console(file=self.stdout._out, highlight=False)
+        console.print(f"Data folder: {settings.DATA_DIR}")
         style = "bold red" if disk.held else ""
-        console.print(disk.describe().capitalize(), style=style, highlight=False, soft_wrap=True)
+        console.print(disk.describe().capitalize(), style=style, soft_wrap=True)
+        # One table, so that every section's numbers line up in one column.
+        table = Table(show_header=False, box=None, padding=(0, 1, 0, 0))
+        titles = kind_titles()
         for kind, states in counts.items():
-            table = Table(title=kind, title_justify="left", show_header=False, box=None)
-            for state, n in states.items():
-                table.add_row(state, str(n))
-            console.print(table)
+            _section(table, titles[kind], states.items())
+        _section(
+            table,
+            "fixity",
+            [
+                ("flagged snapshots", fixity["flagged"]),
+                ("never checked", fixity["unchecked"]),
+                ("last check", _when(fixity["last_checked_at"])),
+            ],
+        )
+        console.print(table)
+        if not settings.STORAGE_TARGETS:
+            console.print(
+                "No storage targets configured (STORAGE_TARGETS): snapshots are kept in "
+                "DATA_DIR only.",
+                soft_wrap=True,
+            )
+        flagged = fixity["flagged"]
+        if flagged:
+            console.print(
+                f"{flagged} snapshot{'s' if flagged != 1 else ''} flagged by fixity audits: "
+                "manage.py verify --all, manage.py restore --flagged",
+                style="bold red",
+                soft_wrap=True,
+            )
+
+
+def _section(table: Table, title: str, rows) -> None:
+    table.add_row(title, "", style="bold")
+    for label, value in rows:
+        table.add_row(f"  {label}", str(value))
+
+
+def _when(moment: datetime | None) -> str:
+    """``2025-06-01 03:30 UTC (2 hours ago)``, or "never" for None."""
+    if moment is None:
+        return "never"
+    if timezone.now() - moment < timedelta(minutes=1):
+        ago = "just now"
+    else:
+        ago = timesince(moment, depth=1).replace("\xa0", " ") + " ago"
+    return f"{timezone.localtime(moment):%Y-%m-%d %H:%M %Z} ({ago})"

@@ -59,6 +59,34 @@ class SnapshotQuerySet(WorkQuerySet):
     def for_crawl(self, crawl) -> SnapshotQuerySet:
         return self.filter(crawl=crawl)
 
+    def flagged(self) -> SnapshotQuerySet:
+        """Snapshots whose latest conclusive fixity check of some copy found it damaged."""
+        from core.models.preservation import FixityCheck
+
+        damaged = FixityCheck.objects.flagged().filter(snapshot=OuterRef("pk"))
+        return self.filter(Exists(damaged))
+
+    def unchecked(self) -> SnapshotQuerySet:
+        """Sealed snapshots that no fixity check has read conclusively, at any location."""
+        from core.models.preservation import FixityCheck
+
+        conclusive = FixityCheck.objects.conclusive().filter(snapshot=OuterRef("pk"))
+        return self.filter(status=SnapshotStatus.SEALED).exclude(Exists(conclusive))
+
+    def audit_due(self, checked_before) -> SnapshotQuerySet:
+        """Sealed snapshots with no conclusive check of their local copy since ``checked_before``
+        (a datetime), the earliest sealed first."""
+        from core.models.preservation import LOCAL, FixityCheck
+
+        recent = FixityCheck.objects.conclusive().filter(
+            snapshot=OuterRef("pk"), location=LOCAL, checked_at__gte=checked_before
+        )
+        return (
+            self.filter(status=SnapshotStatus.SEALED)
+            .exclude(Exists(recent))
+            .order_by("end_ts", "pk")
+        )
+
     def with_failures(self) -> SnapshotQuerySet:
         """Final snapshots that failed, or that have a failed result (what ``retry`` retries)."""
         failed = models.Q(status=SnapshotStatus.FAILED) | models.Q(
@@ -71,7 +99,9 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     """One URL archived within one crawl, with its folder ``DATA_DIR/archive/<id>/``.
 
     ``queued → started`` creates one ArchiveResult per extractor; ``started → finalizing`` when all
-    of them are final; finalizing writes ``index.json`` and ``manifest-sha256.txt`` and seals it.
+    of them are final; finalizing checks their outputs (``finalizing → started`` again when some
+    were corrupt), packages the WARCs as WACZ, writes ``index.json``, the manifest and its
+    signature, and seals it (core/finalizing.py).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -89,6 +119,9 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Finalizing attempts.")
     error = models.TextField(blank=True, help_text="Why finalizing failed or is being retried.")
     manifest_sha256 = models.CharField(max_length=64, blank=True)
+    signed_by = models.CharField(
+        max_length=71, blank=True, help_text="Fingerprint of the key that signed the manifest."
+    )
 
     objects = SnapshotQuerySet.as_manager()
 
@@ -141,10 +174,18 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         self.error = error
         self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
 
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.STARTED)
+    def reopen(self, *, error: str, delay: float) -> None:
+        """Some outputs failed the integrity check and their results went back to backoff: wait
+        for them again (``delay`` seconds before the next look)."""
+        self.error = error
+        self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.SEALED)
-    def seal(self, *, manifest_sha256: str) -> None:
-        """The folder is complete and its manifest written: the snapshot is final."""
+    def seal(self, *, manifest_sha256: str, signed_by: str) -> None:
+        """The folder is complete, its manifest written and signed: the snapshot is final."""
         self.manifest_sha256 = manifest_sha256
+        self.signed_by = signed_by
         self.error = ""
         self.end_ts = timezone.now()
         self.retry_at = None
@@ -332,6 +373,22 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.end_ts = timezone.now()
         self.retry_at = None
 
+    @transition(field=status, source=ResultStatus.SUCCEEDED, target=ResultStatus.BACKOFF)
+    def reject(self, *, error: str, delay: float) -> None:
+        """Its output failed the integrity check (and was removed): run it again after
+        ``delay`` seconds, as after a temporary error."""
+        self._forget_output()
+        self.error = error
+        self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(field=status, source=ResultStatus.SUCCEEDED, target=ResultStatus.FAILED)
+    def reject_finally(self, *, error: str) -> None:
+        """Its output failed the integrity check and its attempts are used up: final."""
+        self._forget_output()
+        self.error = error
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
     @transition(
         field=status,
         source=[ResultStatus.FAILED, ResultStatus.SKIPPED],
@@ -353,6 +410,9 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.cmd, self.cmd_version, self.exit_code = [], "", None
         self.output, self.output_files, self.output_size = "", [], 0
         self.start_ts = self.end_ts = None
+
+    def _forget_output(self) -> None:
+        self.output, self.output_files, self.output_size = "", [], 0
 
     def _queue_again(self) -> None:
         self.attempts = 0

@@ -1,0 +1,256 @@
+"""Finalizing a snapshot (DESIGN.md §2): check its outputs, package, describe, sign and seal it.
+
+The steps run in this order, each idempotent so that a crash part-way repeats it safely:
+
+1. clean up the working folders of attempts that crashed;
+2. check every succeeded result's outputs (core/integrity.py); corrupt ones are removed and their
+   results go back to backoff, and the snapshot back to ``started`` to wait for them;
+3. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/packaging.py);
+4. write ``index.json``, then ``manifest-sha256.txt`` over every file, then its Ed25519 signature
+   (core/signing.py);
+5. seal the snapshot and queue one copy per storage target (core/copies.py copies them).
+
+A recoverable error (disk full, a packaging timeout, an unreadable key) retries with backoff;
+past MAX_ATTEMPTS the snapshot fails with the reason, logged as an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.choices import ResultStatus
+from core.copies import copies_queue
+from core.extractors.registry import get_extractor
+from core.finalize import TEMP_PREFIX, write_index, write_manifest
+from core.integrity import check_snapshot
+from core.models import ArchiveResult, Snapshot
+from core.packaging import PackagingError, build_wacz
+from core.retries import LEASE_EXPIRED, backoff_delay
+from core.signing import (
+    SigningKeyError,
+    ensure_signing_key,
+    key_fingerprint,
+    public_key_pem,
+    sign_manifest,
+)
+from crawls.choices import CrawlStatus
+from crawls.models import Crawl
+
+logger = logging.getLogger(__name__)
+
+# 2: results carry their earlier runs ("history") and the crawl is described, but for its seeds:
+# those are the depth-0 snapshots' URLs (each folder holding every seed would grow as seeds²).
+# Later additions (signing_key) are optional keys: a version 2 reader ignores them.
+INDEX_VERSION = 2
+
+# What makes a finalizing step fail but may pass on a later attempt.
+RECOVERABLE = (OSError, ValueError, SigningKeyError)
+
+
+def snapshot_finalize(*, snapshot: Snapshot) -> None:
+    """Run the finalizing steps of ``snapshot`` (in ``finalizing``) and seal it.
+
+    Each attempt is counted before it runs, so a worker that dies while finalizing uses one up
+    too. A ValueError here is a file name that cannot be encoded.
+    """
+    if snapshot.attempts >= settings.MAX_ATTEMPTS:
+        # The last attempt neither sealed nor failed: its worker died.
+        reason = LEASE_EXPIRED + (f"; before that: {snapshot.error}" if snapshot.error else "")
+        _finalizing_failed(snapshot, f"attempts exhausted ({snapshot.attempts}): {reason}")
+        return
+    with transaction.atomic():
+        snapshot.begin_finalizing()
+        snapshot.save()
+    results = list(snapshot.results.order_by("pk"))
+    snapshot.title = _title_from(results) or snapshot.title
+    try:
+        corrupt = _check_outputs(snapshot, results)
+        if corrupt:
+            _send_back(snapshot, results, corrupt)
+            return
+        manifest_sha256, signed_by = _write_proofs(snapshot, results)
+    except PackagingError as error:
+        if error.temporary:
+            _retry_or_fail(snapshot, f"finalizing failed: {error}")
+        else:  # py-wacz refuses these WARCs: trying again gives the same answer
+            _finalizing_failed(snapshot, f"finalizing failed: {error}")
+        return
+    except RECOVERABLE as error:
+        _retry_or_fail(snapshot, f"finalizing failed: {error}")
+        return
+    with transaction.atomic():
+        snapshot.seal(manifest_sha256=manifest_sha256, signed_by=signed_by)
+        snapshot.save()
+        copies_queue(snapshot=snapshot)
+    _wake_crawl_if_done(snapshot)
+
+
+def _check_outputs(snapshot: Snapshot, results: list[ArchiveResult]) -> dict[str, list[str]]:
+    """Clean up crashed attempts, then return ``{extractor: problems}`` for corrupt outputs."""
+    folder = snapshot.output_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    _remove_temporary(folder)
+    succeeded = [result for result in results if result.status == ResultStatus.SUCCEEDED]
+    return check_snapshot(folder, succeeded)
+
+
+def _write_proofs(snapshot: Snapshot, results: list[ArchiveResult]) -> tuple[str, str]:
+    """Package, describe and sign the folder; return the manifest's SHA-256 and the signer."""
+    folder = snapshot.output_dir
+    ensure_signing_key()  # index.json names the key, so it must exist before the index
+    if settings.PACKAGE_WACZ:
+        build_wacz(
+            folder,
+            url=snapshot.url,
+            title=snapshot.title,
+            archived_at=snapshot.start_ts or snapshot.created_at,
+            timeout=settings.WACZ_TIMEOUT,
+        )
+    write_index(folder, snapshot_index(snapshot, results))
+    manifest_sha256 = write_manifest(folder)
+    return manifest_sha256, sign_manifest(folder)
+
+
+def _send_back(
+    snapshot: Snapshot, results: list[ArchiveResult], corrupt: dict[str, list[str]]
+) -> None:
+    """Remove corrupt outputs, send their results back to backoff (or fail them when their
+    attempts are used up), and make the snapshot wait for them again."""
+    folder = snapshot.output_dir
+    for extractor in corrupt:
+        _discard(folder / extractor)
+    summary = "; ".join(f"{name}: {', '.join(problems)}" for name, problems in corrupt.items())
+    logger.warning("snapshot %s: corrupt outputs sent back: %s", snapshot.pk, summary)
+    with transaction.atomic():
+        for result in results:
+            if result.extractor not in corrupt:
+                continue
+            error = f"output failed the integrity check: {'; '.join(corrupt[result.extractor])}"
+            if result.attempts >= get_extractor(result.extractor).max_attempts:
+                result.reject_finally(error=f"attempts exhausted ({result.attempts}): {error}")
+            else:
+                result.reject(error=error, delay=backoff_delay(result.attempts))
+            result.save()
+        snapshot.reopen(error=f"corrupt outputs: {summary}", delay=settings.POLL_INTERVAL)
+        snapshot.save()
+
+
+def _discard(path: Path) -> None:
+    """Remove a corrupt output folder: renamed first, so a crash mid-way leaves only a
+    temporary folder, which the next attempt's clean-up removes."""
+    if not path.exists():
+        return
+    doomed = path.with_name(f"{TEMP_PREFIX}corrupt-{path.name}")
+    shutil.rmtree(doomed, ignore_errors=True)
+    path.rename(doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _retry_or_fail(snapshot: Snapshot, reason: str) -> None:
+    logger.warning("snapshot %s: %s", snapshot.pk, reason)
+    if snapshot.attempts >= settings.MAX_ATTEMPTS:
+        _finalizing_failed(snapshot, reason)
+        return
+    with transaction.atomic():
+        snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts))
+        snapshot.save()
+
+
+def _finalizing_failed(snapshot: Snapshot, reason: str) -> None:
+    """Fail the snapshot with ``reason``, clean up its working files, and tell the crawl."""
+    with transaction.atomic():
+        snapshot.fail(error=reason)
+        snapshot.save()
+    logger.error("snapshot %s (%s) failed: %s", snapshot.pk, snapshot.url, reason)
+    if snapshot.output_dir.is_dir():
+        _remove_temporary(snapshot.output_dir)
+    _wake_crawl_if_done(snapshot)
+
+
+def _wake_crawl_if_done(snapshot: Snapshot) -> None:
+    """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
+    if snapshot.crawl.snapshots.active().exists():
+        return
+    now = timezone.now()
+    Crawl.objects.filter(
+        pk=snapshot.crawl_id,
+        status=CrawlStatus.STARTED,
+        retry_at__lte=now + timezone.timedelta(seconds=settings.POLL_INTERVAL),
+    ).update(retry_at=now)
+
+
+def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
+    """Return the ``index.json`` document: enough to rebuild the snapshot's rows (DESIGN.md §1),
+    and the public key that signs its manifest, so the folder can be checked on its own."""
+    crawl = snapshot.crawl
+    public_pem = public_key_pem()
+    return {
+        "vellum_index_version": INDEX_VERSION,
+        "crawl": {
+            "id": crawl.pk,
+            "depth": crawl.depth,
+            "any_host": crawl.any_host,
+            "priority": crawl.priority,
+            "tags": sorted(tag.name for tag in crawl.tags.all()),
+            "source_file": crawl.source_file,
+            "created_at": crawl.created_at.isoformat(),
+        },
+        "snapshot": {
+            "id": str(snapshot.pk),
+            "url": snapshot.url,
+            "title": snapshot.title,
+            "crawl_id": snapshot.crawl_id,
+            "depth": snapshot.depth,
+            "parent_id": str(snapshot.parent_id) if snapshot.parent_id else None,
+            "tags": sorted(tag.name for tag in snapshot.tags.all()),
+            "priority": snapshot.priority,
+            "created_at": snapshot.created_at.isoformat(),
+            "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
+        },
+        "results": [_result_entry(result) for result in results],
+        "signing_key": {
+            "algorithm": "Ed25519",
+            "fingerprint": key_fingerprint(public_pem),
+            "public_key": public_pem,
+        },
+    }
+
+
+def _result_entry(result: ArchiveResult) -> dict:
+    return {
+        "extractor": result.extractor,
+        "status": result.status,
+        "attempts": result.attempts,
+        "cmd": result.cmd,
+        "cmd_version": result.cmd_version,
+        "exit_code": result.exit_code,
+        "output": result.output,
+        "output_files": result.output_files,
+        "output_size": result.output_size,
+        "error": result.error,
+        "start_ts": result.start_ts.isoformat() if result.start_ts else None,
+        "end_ts": result.end_ts.isoformat() if result.end_ts else None,
+        "history": result.history,
+    }
+
+
+def _title_from(results: list[ArchiveResult]) -> str:
+    for result in results:
+        if result.extractor == "title" and result.status == ResultStatus.SUCCEEDED:
+            return result.output
+    return ""
+
+
+def _remove_temporary(folder: Path) -> None:
+    """Remove working folders left by attempts that crashed (they never count as output)."""
+    for path in folder.glob(f"{TEMP_PREFIX}*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

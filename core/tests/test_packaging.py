@@ -1,0 +1,387 @@
+"""WACZ packaging (core/packaging.py) with the real py-wacz, checked by py-wacz's own validator.
+
+Snapshot folders are built by hand with warcio (core/tests/warc_folders.py), and once from a
+real wget capture of the live test site.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import signal
+import zipfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from core import wacz_worker
+from core.extractors.errors import Outcome
+from core.extractors.wget import WgetExtractor
+from core.finalize import TEMP_PREFIX
+from core.packaging import (
+    WACZ_NAME,
+    PackagingError,
+    PageSource,
+    build_wacz,
+    package_wacz,
+    snapshot_warcs,
+    validate_wacz,
+)
+from core.tests.site import PIXEL_PNG, LiveSite
+from core.tests.warc_folders import WARC_DATE, WARC_PATH, make_snapshot_folder, write_warc
+from core.wacz_worker import WaczWorker, shared_worker
+
+URL = "http://example.test/page"
+ARCHIVED_AT = datetime(2025, 3, 4, 5, 0, 0, tzinfo=UTC)
+TIMEOUT = 120
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A snapshot folder with a WARC of URL and a screenshot."""
+    return make_snapshot_folder(tmp_path / "0195d2a0-0000-7000-8000-00000000000a", URL)
+
+
+def build(folder: Path, **options) -> Path | None:
+    options = {
+        "url": URL,
+        "title": "A page",
+        "archived_at": ARCHIVED_AT,
+        "timeout": TIMEOUT,
+        **options,
+    }
+    return build_wacz(folder, **options)
+
+
+def members(path: Path) -> list[str]:
+    with zipfile.ZipFile(path) as wacz:
+        return sorted(wacz.namelist())
+
+
+def read_member(path: Path, name: str) -> bytes:
+    with zipfile.ZipFile(path) as wacz:
+        return wacz.read(name)
+
+
+def pages(path: Path) -> list[dict]:
+    text = read_member(path, "pages/pages.jsonl").decode()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def records(warc: bytes) -> list[tuple[str, str, str, bytes]]:
+    """(type, target URI, Content-Type, content) of every record in a WARC's bytes."""
+    found = []
+    for record in ArchiveIterator(io.BytesIO(warc)):
+        found.append(
+            (
+                record.rec_type,
+                record.rec_headers.get_header("WARC-Target-URI"),
+                record.rec_headers.get_header("Content-Type"),
+                record.content_stream().read(),
+            )
+        )
+    return found
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [path.name for path in folder.rglob(f"{TEMP_PREFIX}*")]
+
+
+# --- build_wacz ----------------------------------------------------------------------------------
+
+
+def test_build_wacz_makes_a_wacz_that_py_wacz_validates(folder: Path) -> None:
+    path = build(folder)
+
+    assert path == folder / WACZ_NAME
+    assert validate_wacz(path, timeout=TIMEOUT) == []
+    prefix = folder.name
+    assert members(path) == sorted(
+        [
+            "archive/" + f"{prefix}-wget-warc-archive.warc.gz",
+            "archive/" + f"{prefix}-screenshots.warc.gz",
+            "datapackage-digest.json",
+            "datapackage.json",
+            "indexes/index.cdx.gz",
+            "indexes/index.idx",
+            "pages/pages.jsonl",
+        ]
+    )
+    assert leftovers(folder) == []
+
+
+def test_build_wacz_page_list_names_the_page_at_its_capture_time(folder: Path) -> None:
+    path = build(folder, title="Ünïcode title")
+
+    header, *page_lines = pages(path)
+    assert header["format"] == "json-pages-1.0"
+    assert header["id"] == "pages"
+    # The capture's own time (the WARC-Date), not the snapshot's archived_at:
+    assert page_lines == [
+        {"id": folder.name, "url": URL, "ts": WARC_DATE, "title": "Ünïcode title"}
+    ]
+    datapackage = json.loads(read_member(path, "datapackage.json"))
+    assert datapackage["mainPageURL"] == URL
+    assert datapackage["mainPageDate"] == WARC_DATE
+    assert datapackage["title"] == "Ünïcode title"
+
+
+def test_build_wacz_keeps_the_warc_byte_for_byte(folder: Path) -> None:
+    path = build(folder)
+
+    stored = read_member(path, f"archive/{folder.name}-wget-warc-archive.warc.gz")
+    assert stored == (folder / WARC_PATH).read_bytes()
+    index = gzip.decompress(read_member(path, "indexes/index.cdx.gz")).decode()
+    assert f'"url": "{URL}"' in index
+
+
+def test_build_wacz_stores_the_screenshot_as_browsertrix_does(folder: Path) -> None:
+    path = build(folder)
+
+    warc = read_member(path, f"archive/{folder.name}-screenshots.warc.gz")
+    found = records(warc)
+    assert [kind for kind, *_ in found] == ["warcinfo", "resource"]
+    _, uri, content_type, content = found[1]
+    assert uri == f"urn:fullPage:{URL}"
+    assert content_type == "image/png"
+    assert content == PIXEL_PNG
+    index = gzip.decompress(read_member(path, "indexes/index.cdx.gz")).decode()
+    assert f"urn:fullPage:{URL}" in index
+
+
+def test_build_wacz_without_screenshot_has_no_screenshot_warc(tmp_path: Path) -> None:
+    folder = make_snapshot_folder(tmp_path / "snap", URL, screenshot=False)
+
+    path = build(folder)
+
+    assert [name for name in members(path) if name.startswith("archive/")] == [
+        "archive/snap-wget-warc-archive.warc.gz"
+    ]
+    assert validate_wacz(path, timeout=TIMEOUT) == []
+
+
+def test_build_wacz_from_a_real_wget_capture(live_site: LiveSite, tmp_path: Path) -> None:
+    folder = tmp_path / "snap"
+    (folder / "wget").mkdir(parents=True)
+    url = live_site.url("/")
+    output = WgetExtractor().run(SimpleNamespace(url=url), folder / "wget")
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+
+    path = build(folder, url=url, title="Vellum Test Home")
+
+    assert validate_wacz(path, timeout=TIMEOUT) == []
+    (page_line,) = pages(path)[1:]
+    assert page_line["url"] == url
+    index = gzip.decompress(read_member(path, "indexes/index.cdx.gz")).decode()
+    assert live_site.url("/static/pixel.png") in index  # the page's requisites came along
+
+
+def test_build_wacz_without_warc_returns_none_and_removes_a_stale_wacz(tmp_path: Path) -> None:
+    folder = make_snapshot_folder(tmp_path / "snap", URL, warc=False)
+    (folder / WACZ_NAME).write_bytes(b"an earlier run's WACZ")
+
+    assert build(folder) is None
+    assert not (folder / WACZ_NAME).exists()
+    assert leftovers(folder) == []
+
+
+def test_warcs_of_earlier_runs_temporary_folders_and_the_mirror_are_left_out(
+    folder: Path,
+) -> None:
+    write_warc(
+        folder / "history" / "20250101T000000.000000Z" / "wget" / "warc" / "old.warc.gz",
+        URL,
+        b"old",
+    )
+    write_warc(folder / ".tmp-wget-123" / "warc" / "partial.warc.gz", URL, b"partial")
+    write_warc(folder / "wget" / "warc" / ".tmp-half.warc.gz", URL, b"half")
+    # A .warc.gz the archived site served, saved by wget in its mirror: content, not a capture.
+    write_warc(folder / "wget" / "example.test" / "files" / "site.warc.gz", URL, b"site's")
+
+    assert snapshot_warcs(folder) == [folder / WARC_PATH]
+    path = build(folder)
+    assert [name for name in members(path) if name.startswith("archive/")] == [
+        f"archive/{folder.name}-screenshots.warc.gz",
+        f"archive/{folder.name}-wget-warc-archive.warc.gz",
+    ]
+
+
+def test_build_wacz_twice_gives_a_valid_wacz_again(folder: Path) -> None:
+    first = build(folder)
+    first_members = members(first)
+
+    second = build(folder)
+
+    assert second == first
+    assert members(second) == first_members
+    assert validate_wacz(second, timeout=TIMEOUT) == []
+    assert leftovers(folder) == []
+
+
+def test_timeout_is_a_temporary_error_that_leaves_no_temporary_file(folder: Path) -> None:
+    good = build(folder).read_bytes()
+
+    with pytest.raises(PackagingError, match="did not finish within") as raised:
+        build(folder, timeout=0.001)
+
+    assert raised.value.temporary
+    assert leftovers(folder) == []
+    assert (folder / WACZ_NAME).read_bytes() == good  # the earlier WACZ is untouched
+
+
+def test_unreadable_warc_is_a_permanent_error(folder: Path) -> None:
+    (folder / WARC_PATH).write_bytes(b"this is not a WARC at all\n" * 10)
+
+    with pytest.raises(PackagingError, match="does not validate: frictionless: ") as raised:
+        build(folder)
+
+    assert not raised.value.temporary
+    assert not (folder / WACZ_NAME).exists()
+    assert leftovers(folder) == []
+
+
+def test_page_is_dated_by_archived_at_when_its_url_is_not_in_the_warc(folder: Path) -> None:
+    path = build(folder, url="http://example.test/elsewhere")
+
+    (page_line,) = pages(path)[1:]
+    assert page_line["ts"] == "2025-03-04T05:00:00Z"
+    assert "mainPageURL" not in json.loads(read_member(path, "datapackage.json"))
+    assert validate_wacz(path, timeout=TIMEOUT) == []
+
+
+# --- package_wacz --------------------------------------------------------------------------------
+
+
+def test_package_wacz_combines_several_snapshots(tmp_path: Path) -> None:
+    sources = []
+    for number in range(3):
+        url = f"http://example.test/{number}"
+        folder = make_snapshot_folder(tmp_path / f"snap-{number}", url, title=f"Page {number}")
+        sources.append(
+            PageSource(folder=folder, url=url, title=f"Page {number}", archived_at=ARCHIVED_AT)
+        )
+    output = tmp_path / "out" / "all.wacz"
+    output.parent.mkdir()
+
+    assert (
+        package_wacz(sources, output, title="All", description="three", timeout=TIMEOUT) == output
+    )
+
+    assert validate_wacz(output, timeout=TIMEOUT) == []
+    assert [page["url"] for page in pages(output)[1:]] == [source.url for source in sources]
+    archived = [name for name in members(output) if name.startswith("archive/")]
+    assert len(archived) == 6  # a WARC and a screenshot WARC each, under names of their own
+    assert "mainPageURL" not in json.loads(read_member(output, "datapackage.json"))
+    assert leftovers(output.parent) == []
+
+
+def test_package_wacz_refuses_two_sources_with_one_folder_name(tmp_path: Path) -> None:
+    one = make_snapshot_folder(tmp_path / "a" / "snap", URL)
+    two = make_snapshot_folder(tmp_path / "b" / "snap", URL)
+    sources = [PageSource(folder=f, url=URL, title="", archived_at=ARCHIVED_AT) for f in (one, two)]
+
+    with pytest.raises(ValueError, match="share a folder name"):
+        package_wacz(sources, tmp_path / "x.wacz", title="x", description="x", timeout=TIMEOUT)
+
+
+# --- validate_wacz -------------------------------------------------------------------------------
+
+
+def test_validate_wacz_gives_py_waczs_reason_for_a_tampered_member(
+    folder: Path, tmp_path: Path
+) -> None:
+    path = build(folder)
+    tampered = tmp_path / "tampered.wacz"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(tampered, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "pages/pages.jsonl":
+                data = data.replace(b"A page", b"B page")
+            target.writestr(item, data)
+
+    problems = validate_wacz(tampered, timeout=TIMEOUT)
+
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        "frictionless: pages.jsonl: The data source does not match the expected hash count"
+    )
+
+
+def test_validate_wacz_of_something_else_names_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "not.wacz"
+    path.write_bytes(b"not a zip file")
+
+    assert validate_wacz(path, timeout=TIMEOUT) == ["zipfile.BadZipFile: File is not a zip file"]
+
+
+def test_validate_wacz_of_a_relative_path(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(folder)
+    monkeypatch.chdir(folder.parent)
+
+    assert validate_wacz(Path(folder.name) / WACZ_NAME, timeout=TIMEOUT) == []
+
+
+@pytest.fixture
+def fresh_worker() -> Iterator[WaczWorker]:
+    """This process's py-wacz worker, stopped before and after the test."""
+    worker = shared_worker()
+    worker.close()
+    yield worker
+    worker.close()
+
+
+def test_py_wacz_that_cannot_start_is_a_permanent_error(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, fresh_worker: WaczWorker
+) -> None:
+    monkeypatch.setattr(wacz_worker, "_WORKER", "import wacz_is_not_installed\n")
+
+    with pytest.raises(PackagingError) as raised:
+        build(folder)
+
+    assert str(raised.value) == (
+        "py-wacz could not start: ModuleNotFoundError: No module named 'wacz_is_not_installed'"
+    )
+    assert not raised.value.temporary
+    assert leftovers(folder) == []
+
+
+def test_one_worker_packages_snapshot_after_snapshot(folder: Path, fresh_worker) -> None:
+    build(folder)
+    first = fresh_worker.process.pid
+
+    build(folder)
+
+    assert fresh_worker.process.pid == first
+    assert validate_wacz(folder / WACZ_NAME, timeout=TIMEOUT) == []
+
+
+def test_a_killed_worker_is_replaced_by_the_next_job(folder: Path, fresh_worker) -> None:
+    build(folder)
+    killed = fresh_worker.process.pid
+    os.kill(killed, signal.SIGKILL)
+    fresh_worker.process.wait()
+
+    build(folder)
+
+    assert fresh_worker.process.pid != killed
+    assert validate_wacz(folder / WACZ_NAME, timeout=TIMEOUT) == []
+
+
+def test_a_worker_past_its_timeout_is_killed_with_its_group(folder: Path, fresh_worker) -> None:
+    build(folder)
+    pid = fresh_worker.process.pid
+
+    with pytest.raises(PackagingError, match="did not finish within"):
+        build(folder, timeout=0.001)
+
+    assert fresh_worker.process is None
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the whole group is gone

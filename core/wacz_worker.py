@@ -1,0 +1,180 @@
+"""One long-lived py-wacz process per Vellum process, for packaging snapshot after snapshot.
+
+Starting Python and importing py-wacz (with frictionless, which its validator loads) costs about
+a second; packaging and validating one snapshot's WACZ then takes some 50 ms. So the first job
+starts a worker that imports py-wacz once and runs job after job, each a list of py-wacz
+command lines (``wacz.main.main``) read as one JSON line on its stdin. Its own stdout carries
+only a "done" line per job; what py-wacz prints goes to two files the job names, which
+core/packaging.py reads as it would a one-off process's output.
+
+Like every tool Vellum runs, the worker is in its own process group, dies with its parent
+(``setpriv --pdeathsig KILL``), and is killed, group and all, when a job runs past its timeout
+or the actor is asked to stop; the next job starts a fresh one. It is also replaced every
+``JOBS_PER_WORKER`` jobs, so nothing a job leaves behind in memory accumulates.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import enum
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from core.extractors.process import SETPRIV, CommandCancelled, cancel_requested
+
+JOBS_PER_WORKER = 200
+POLL_SECONDS = 0.1
+NOISE_LINES = 20  # of what the worker printed outside py-wacz, kept to explain a failure
+
+# The worker: for each JSON job on stdin, run its steps as the one-off driver did (a marker line
+# before each step on both streams, "<mark> <n> exit <code>" after it), then say "<mark> done".
+_WORKER = """\
+import contextlib, json, os, sys, tempfile, traceback
+from wacz.main import main
+control = sys.stdout
+for line in sys.stdin:
+    job = json.loads(line)
+    mark = job["mark"]
+    os.chdir(job["cwd"])
+    tempfile.tempdir = job["cwd"]  # py-wacz's scratch files: on the data's file system
+    with open(job["stdout"], "w", encoding="utf-8") as out, \\
+            open(job["stderr"], "w", encoding="utf-8") as err, \\
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for number, args in enumerate(job["steps"]):
+            print(f"{mark} {number}", flush=True)
+            print(f"{mark} {number}", file=sys.stderr, flush=True)
+            try:
+                code = main(args)
+            except SystemExit as exit:
+                code = exit.code if isinstance(exit.code, int) else 1
+            except Exception:
+                traceback.print_exc()
+                code = 1
+            print(f"{mark} {number} exit {code or 0}", flush=True)
+            if code and job["stop"]:
+                break
+    tempfile.tempdir = None
+    control.write(f"{mark} done\\n")
+    control.flush()
+"""
+
+
+class JobEnd(enum.Enum):
+    """How a job ended: it ran to its end, ran past its timeout, or the worker died."""
+
+    DONE = "done"
+    TIMEOUT = "timeout"
+    DIED = "died"
+
+
+class WaczWorker:
+    """A py-wacz worker process, started on the first job and replaced when it must be."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.jobs = 0
+        self.noise: list[str] = []  # recent lines the worker printed that were not "done"
+
+    def run(
+        self,
+        *,
+        mark: str,
+        steps: list[list[str]],
+        stop: bool,
+        cwd: Path,
+        stdout: Path,
+        stderr: Path,
+        timeout: float,
+    ) -> JobEnd:
+        """Run py-wacz ``steps`` in ``cwd``; their output goes to ``stdout`` and ``stderr``.
+
+        ``stop`` ends the job at the first failing step. Raise CommandCancelled when the actor
+        is asked to stop meanwhile (the worker is killed).
+        """
+        if self.process is None or self.process.poll() is not None or self.jobs >= JOBS_PER_WORKER:
+            self.close()
+            self._start()
+        self.jobs += 1
+        job = {"mark": mark, "steps": steps, "stop": stop, "cwd": str(cwd),
+               "stdout": str(stdout), "stderr": str(stderr)}  # fmt: skip
+        try:
+            self.process.stdin.write((json.dumps(job) + "\n").encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.close()
+            return JobEnd.DIED
+        return self._wait_for(f"{mark} done", timeout)
+
+    def close(self) -> None:
+        """Stop the worker, if any (its whole process group)."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        self.process, self.jobs = None, 0
+
+    def _start(self) -> None:
+        cmd = [sys.executable, "-c", _WORKER]
+        if SETPRIV:
+            cmd = [SETPRIV, "--pdeathsig", "KILL", "--", *cmd]
+        self.process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # an import error says why the worker could not start
+            start_new_session=True,
+            env={**os.environ, "PYTHONUTF8": "1"},
+        )
+        self.noise = []
+
+    def _wait_for(self, done: str, timeout: float) -> JobEnd:
+        """Read the worker's output until the ``done`` line, its death or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        buffer = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            while True:
+                if cancel_requested.is_set():
+                    self.close()
+                    raise CommandCancelled("stopped while packaging a WACZ")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.close()
+                    return JobEnd.TIMEOUT
+                if not selector.select(min(POLL_SECONDS, left)):
+                    continue
+                chunk = os.read(self.process.stdout.fileno(), 65536)
+                if not chunk:  # end of file: the worker is gone
+                    self._keep_noise(buffer)
+                    self.close()
+                    return JobEnd.DIED
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.decode("utf-8", "replace") == done:
+                        return JobEnd.DONE
+                    self._keep_noise(line)
+
+    def _keep_noise(self, line: bytes) -> None:
+        if line.strip():
+            self.noise = [*self.noise, line.decode("utf-8", "replace")][-NOISE_LINES:]
+
+
+_worker = WaczWorker()
+atexit.register(_worker.close)
+
+
+def shared_worker() -> WaczWorker:
+    """Return this process's py-wacz worker (started on its first job)."""
+    return _worker

@@ -21,7 +21,9 @@ from core.extractors.errors import (
     classify_http_status,
     timeout_reason,
 )
-from core.extractors.page import unavailable
+from core.extractors.fetch import fetch, header
+from core.extractors.page import remove, unavailable
+from core.extractors.rendering import RENDERED_TYPES
 
 OUTPUT_HTML = "singlefile.html"
 # SingleFile's JSON output (--output-json): the page's content plus its main response's status.
@@ -32,9 +34,15 @@ ACCEPT_LANGUAGE = "en-US,en;q=0.9"  # what Chromium itself sends by default
 # What SingleFile prints when the browser could not load the page at all (DNS, refused, reset).
 UNREACHABLE = "Unreachable URL"
 # What it prints when its own deadlines (--browser-load-max-time, --browser-capture-max-time)
-# passed, and when the navigation made no document to capture (a URL that Chromium downloads).
+# passed.
 OWN_TIMEOUTS = ("Load timeout", "Capture timeout")
+# What it prints when it found no document to capture: the URL is one Chromium downloads
+# instead of rendering, or (seen under load) the page's document went away while SingleFile
+# injected its script. A probe of the content type tells the two apart.
 NO_DOCUMENT = "Execution context not found for SingleFile world"
+# Seconds the content-type probe may take: it must end well inside the result's lease, which
+# is the extractor's timeout plus LEASE_MARGIN, most of it used up by single-file itself.
+PROBE_TIMEOUT = 10
 # Seconds past the extractor's timeout before single-file's group is killed: SingleFile's own
 # load deadline fires first, and is reported as it says.
 KILL_GRACE = 3
@@ -111,8 +119,7 @@ class SingleFileExtractor(Extractor):
             elif any(message in log for message in OWN_TIMEOUTS):
                 output.outcome, output.error = timeout_reason("single-file", self.timeout)
             elif NO_DOCUMENT in log:
-                output.outcome = Outcome.SKIPPED
-                output.error = "not a page Chromium renders (no document to capture)"
+                output.outcome, output.error = self._no_document(url, out_dir)
             else:
                 last = log.strip().splitlines()[-1] if log.strip() else "no output"
                 output.outcome, output.error = Outcome.FATAL, f"single-file saved nothing: {last}"
@@ -130,6 +137,32 @@ class SingleFileExtractor(Extractor):
             return
         (out_dir / OUTPUT_HTML).write_text(content, encoding="utf-8")
         output.output = OUTPUT_HTML
+
+    def _no_document(self, url: str, out_dir: Path) -> tuple[Outcome, str]:
+        """Say why SingleFile found no document: SKIPPED when the URL's content type is one
+        Chromium does not render (a download), else TEMPORARY (the document went away while it
+        was captured; another attempt captures it)."""
+        body = out_dir / ".probe-body"
+        log = out_dir / ".probe.log"
+        try:
+            probe = fetch(
+                url,
+                body_path=body,
+                headers_path=None,
+                log_path=log,
+                timeout=PROBE_TIMEOUT,
+                user_agent=self.user_agent,
+            )
+        except LookupError:  # no curl: nothing to tell the two apart with
+            probe = None
+        finally:
+            remove(body)
+            remove(log)
+        content_type = header(probe.headers, "Content-Type") if probe else ""
+        media_type = content_type.split(";")[0].strip().lower()
+        if media_type and not media_type.startswith(RENDERED_TYPES):
+            return Outcome.SKIPPED, f"not a page Chromium renders ({media_type})"
+        return Outcome.TEMPORARY, "single-file found no document to capture (the page changed)"
 
 
 def _page_targets(cdp_url: str) -> set[str]:

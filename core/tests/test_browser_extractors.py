@@ -195,6 +195,18 @@ def test_a_pdf_url_is_skipped_as_a_download(live_site: LiveSite, tmp_path: Path)
     assert not list(tmp_path.iterdir())
 
 
+def test_singlefile_retries_a_page_whose_document_went_away(
+    live_site: LiveSite, tmp_path: Path
+) -> None:
+    # Under load SingleFile has said "no document" of an HTML page (CI, 50 pages at once): the
+    # probe finds a page Chromium renders, so the result is retried instead of skipped for good.
+    outcome, error = SingleFileExtractor()._no_document(live_site.url("/"), tmp_path)
+
+    assert outcome is Outcome.TEMPORARY
+    assert "no document" in error
+    assert not list(tmp_path.iterdir())
+
+
 def test_an_image_url_is_rendered(live_site: LiveSite, tmp_path: Path) -> None:
     output = run(ScreenshotExtractor(), live_site.url("/static/pixel.png"), tmp_path)
 

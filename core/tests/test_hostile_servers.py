@@ -212,9 +212,9 @@ def test_fetch_stops_a_body_at_max_download_bytes_when_no_length_gives_it_away(
 CHROMIUM_TIMED_OUT = (Outcome.TEMPORARY, f"chromium timed out after {TIMEOUT} s")
 SINGLEFILE_TIMED_OUT = (Outcome.TEMPORARY, f"single-file timed out after {SINGLEFILE_TIMEOUT} s")
 # Chromium treats a body it will not render as a download, and drops it: so does SingleFile's
-# page, which then holds no document to capture.
+# page, which then holds no document to capture; a probe of the content type says why.
 DOWNLOAD = (Outcome.SKIPPED, "not a page Chromium renders (the URL is a download)")
-NO_DOCUMENT = (Outcome.SKIPPED, "not a page Chromium renders (no document to capture)")
+NO_DOCUMENT = (Outcome.SKIPPED, "not a page Chromium renders (application/octet-stream)")
 # What the git extractor says of an answer that is not git's: its probe's finding, or its
 # check's when git took the page for an empty repository.
 NOT_A_REF_LIST = (Outcome.SKIPPED, "not a git repository (info/refs is not a ref list)")

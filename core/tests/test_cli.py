@@ -711,8 +711,8 @@ def test_status_shows_what_fixity_audits_flagged(db, settings) -> None:
     assert "  never checked     2" in lines
     assert f"  last check        {last:%Y-%m-%d %H:%M} UTC (3 hours ago)" in lines
     assert (
-        "1 snapshot flagged by fixity audits: manage.py verify --all, manage.py restore --flagged"
-        in lines
+        "1 snapshot flagged by fixity audits: manage.py verify --all, then manage.py restore "
+        "--flagged (from a storage copy) or manage.py rearchive --flagged" in lines
     )
     assert (
         "No storage targets configured (STORAGE_TARGETS): snapshots are kept in DATA_DIR only."

@@ -630,7 +630,9 @@ def test_the_restore_command_reports_a_refused_copy(targets, s3_server, data_dir
     tamper_s3_file(s3_server, snapshot)
     out, err = StringIO(), StringIO()
 
-    with pytest.raises(CommandError, match=r"^1 of 1 snapshots could not be restored$"):
+    with pytest.raises(
+        CommandError, match=r"^1 of 1 snapshots could not be restored; manage.py rearchive ID"
+    ):
         call_command(
             "restore", "--snapshot", str(snapshot.pk), "--from", "s3", stdout=out, stderr=err
         )

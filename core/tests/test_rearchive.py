@@ -337,3 +337,48 @@ def test_a_retried_result_keeps_the_earlier_runs_logs(live_site: LiveSite, setti
     logs = snapshot.output_dir / "logs"
     assert (logs / "title.1.log").read_text() == first_log
     assert (logs / "title.1.run2.log").is_file()
+
+
+def test_rearchive_command_needs_a_selection() -> None:
+    with pytest.raises(CommandError, match="Say which snapshots"):
+        call_command("rearchive")
+
+
+def test_rearchive_command_queues_a_sealed_snapshot_and_leaves_one_in_progress(
+    live_site: LiveSite,
+) -> None:
+    sealed = sealed_snapshot(live_site)
+    busy = baker.make(
+        Snapshot, crawl=sealed.crawl, url=live_site.url("/page2.html"),
+        status=SnapshotStatus.STARTED,
+    )  # fmt: skip
+    out, err = StringIO(), StringIO()
+
+    with pytest.raises(CommandError, match=r"^1 snapshots still in progress were left alone$"):
+        call_command("rearchive", str(sealed.pk), str(busy.pk), stdout=out, stderr=err)
+
+    assert f"{sealed.pk}: queued again; its earlier run is in history/" in out.getvalue()
+    assert "Queued 1 snapshots to be archived again." in out.getvalue()
+    assert err.getvalue() == f"{busy.pk}: still in progress (started), left alone\n"
+    assert Snapshot.objects.get(pk=sealed.pk).status == SnapshotStatus.QUEUED
+    assert Snapshot.objects.get(pk=busy.pk).status == SnapshotStatus.STARTED
+
+
+def test_rearchive_flagged_archives_a_damaged_snapshot_again(live_site: LiveSite) -> None:
+    damaged, sound = sealed_snapshot(live_site), sealed_snapshot(live_site)
+    title = damaged.output_dir / "title" / "title.txt"
+    title.write_text("altered")
+    with pytest.raises(CommandError):
+        call_command("verify", "--all", "--local-only", stdout=StringIO())
+    out = StringIO()
+
+    call_command("rearchive", "--flagged", stdout=out)
+
+    assert out.getvalue().startswith(f"{damaged.pk}: queued again")
+    assert Snapshot.objects.get(pk=sound.pk).status == SnapshotStatus.SEALED
+    rearchived = archive_fully(Snapshot.objects.get(pk=damaged.pk))
+    assert rearchived.status == SnapshotStatus.SEALED
+    assert verify_manifest(rearchived.output_dir) == []
+    assert title.read_text() != "altered"  # archived again from the live site
+    assert list(rearchived.output_dir.glob("history/*/title/title.txt"))  # the altered one kept
+    call_command("verify", "--all", "--local-only", stdout=StringIO())  # sound again

@@ -374,7 +374,9 @@ def test_restore_from_a_target_without_a_copy_fails_readably(mirror: Path) -> No
     (snapshot.output_dir / TITLE).unlink()
     err = StringIO()
 
-    with pytest.raises(CommandError, match=r"^1 of 1 snapshots could not be restored$"):
+    with pytest.raises(
+        CommandError, match=r"^1 of 1 snapshots could not be restored; manage.py rearchive ID"
+    ):
         call_command("restore", "--snapshot", str(snapshot.pk), "--from", "s3", stderr=err)
 
     assert err.getvalue() == (

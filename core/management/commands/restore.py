@@ -44,4 +44,7 @@ class Command(BaseCommand):
         if not snapshots:
             self.stdout.write("Nothing to restore: no snapshot is flagged.")
         if failures:
-            raise CommandError(f"{failures} of {len(snapshots)} snapshots could not be restored")
+            raise CommandError(
+                f"{failures} of {len(snapshots)} snapshots could not be restored; "
+                "manage.py rearchive ID archives one again from its URL"
+            )

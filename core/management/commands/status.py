@@ -81,7 +81,8 @@ class Command(BaseCommand):
         if flagged:
             console.print(
                 f"{flagged} snapshot{'s' if flagged != 1 else ''} flagged by fixity audits: "
-                "manage.py verify --all, manage.py restore --flagged",
+                "manage.py verify --all, then manage.py restore --flagged (from a storage copy) "
+                "or manage.py rearchive --flagged",
                 style="bold red",
                 soft_wrap=True,
             )

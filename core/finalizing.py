@@ -46,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 # 2: results carry their earlier runs ("history") and the crawl is described, but for its seeds:
 # those are the depth-0 snapshots' URLs (each folder holding every seed would grow as seeds²).
-# Later additions (signing_key) are optional keys: a version 2 reader ignores them.
+# Later additions (signing_key; crawl.input_report, snapshot.given) are optional keys: a version
+# 2 reader ignores them.
 INDEX_VERSION = 2
 
 # What makes a finalizing step fail but may pass on a later attempt.
@@ -68,7 +69,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         snapshot.begin_finalizing()
         snapshot.save()
     results = list(snapshot.results.order_by("pk"))
-    snapshot.title = _title_from(results) or snapshot.title
+    snapshot.title = _given_title(snapshot) or _title_from(results) or snapshot.title
     try:
         corrupt = _check_outputs(snapshot, results)
         if corrupt:
@@ -200,6 +201,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "tags": sorted(tag.name for tag in crawl.tags.all()),
             "source_file": crawl.source_file,
             "created_at": crawl.created_at.isoformat(),
+            "input_report": crawl.input_report,
         },
         "snapshot": {
             "id": str(snapshot.pk),
@@ -212,6 +214,8 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "priority": snapshot.priority,
             "created_at": snapshot.created_at.isoformat(),
             "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
+            # The title and tags the crawl's input gave this seed URL, if any.
+            "given": crawl.seed_details.get(snapshot.url) if snapshot.depth == 0 else None,
         },
         "results": [_result_entry(result) for result in results],
         "signing_key": {
@@ -238,6 +242,12 @@ def _result_entry(result: ArchiveResult) -> dict:
         "end_ts": result.end_ts.isoformat() if result.end_ts else None,
         "history": result.history,
     }
+
+
+def _given_title(snapshot: Snapshot) -> str:
+    """The title the crawl's input gave this URL (a bookmark's or feed entry's): a person chose
+    it, so it is kept over the page's own (which the title extractor keeps in title.txt)."""
+    return snapshot.crawl.seed_details.get(snapshot.url, {}).get("title", "")
 
 
 def _title_from(results: list[ArchiveResult]) -> str:

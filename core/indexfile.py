@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,9 @@ class CrawlRecord:
     tags: tuple[str, ...]
     source_file: str
     created_at: datetime
+    input_report: dict[str, Any] = field(default_factory=dict)  # optional in version 2
+    # Titles and tags the input gave its seeds: from each root snapshot's optional "given".
+    seed_details: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,6 +59,7 @@ class FolderIndex:
     crawl: CrawlRecord | None  # None in version 1
     snapshot: dict[str, Any]  # Snapshot field values, but status, error and manifest_sha256
     tags: list[str]
+    given: dict[str, Any] | None  # the seed's title and tags from the crawl's input
     parent_id: uuid.UUID | None
     results: list[dict[str, Any]]  # ArchiveResult field values
     status: str
@@ -151,6 +155,12 @@ class _Object:
     def object(self, key: str) -> _Object:
         return _Object(self._get(key), f"{self.where}.{key}" if self.where else key)
 
+    def optional_object(self, key: str) -> dict[str, Any]:
+        """Return the JSON object at ``key`` as a dict, {} when the key is absent."""
+        if key not in self.data:
+            return {}
+        return self.object(key).data
+
 
 def _field(model, name: str):
     return model._meta.get_field(name)
@@ -216,12 +226,24 @@ def read_folder(folder: Path) -> FolderIndex:
             "signed_by": _signer(document) if status == SnapshotStatus.SEALED else "",
         },
         tags=snapshot.texts("tags", _field(Tag, "name")),
+        given=_given(snapshot),
         parent_id=snapshot.uuid("parent_id", nullable=True),
         results=results,
         status=status,
         error=error,
         manifest_sha256=manifest_sha256,
     )
+
+
+def _given(snapshot: _Object) -> dict[str, Any] | None:
+    """Return the title and tags the crawl's input gave a seed (optional ``given``), or None."""
+    if snapshot.data.get("given") is None:
+        return None
+    given = snapshot.object("given")
+    return {
+        "title": given.text("title", _field(Snapshot, "title")),
+        "tags": given.texts("tags", _field(Tag, "name")),
+    }
 
 
 def _signer(document: _Object) -> str:
@@ -244,6 +266,7 @@ def _read_crawl(crawl: _Object, crawl_id: int) -> CrawlRecord:
         tags=tuple(crawl.texts("tags", _field(Tag, "name"))),
         source_file=crawl.text("source_file", _field(Crawl, "source_file")),
         created_at=crawl.moment("created_at"),
+        input_report=crawl.optional_object("input_report"),
     )
 
 

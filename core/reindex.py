@@ -157,6 +157,7 @@ def _read_all(
     """Read every folder; return what to restore, shallowest first, and every crawl described."""
     plan, described, version1 = [], {}, {}
     roots: dict[int, list[tuple[datetime, str]]] = {}  # crawl id: its seeds, with their times
+    given: dict[int, dict[str, dict]] = {}  # crawl id: {seed URL: its title and tags}
     for done, folder in enumerate(folders, 1):
         try:
             entry = read_folder(folder)
@@ -169,6 +170,8 @@ def _read_all(
                 roots.setdefault(crawl_id, []).append(
                     (entry.snapshot["created_at"], entry.snapshot["url"])
                 )
+                if entry.given:
+                    given.setdefault(crawl_id, {})[entry.snapshot["url"]] = entry.given
             if entry.crawl is not None:
                 described.setdefault(crawl_id, entry.crawl)
             else:
@@ -178,7 +181,7 @@ def _read_all(
     crawls.update(described)  # a crawl block says more than its version-1 snapshots
     for crawl_id, record in crawls.items():  # the seeds: its depth-0 snapshots, oldest first
         seeds = tuple(url for _, url in sorted(roots.get(crawl_id, [])))
-        crawls[crawl_id] = replace(record, seeds=seeds)
+        crawls[crawl_id] = replace(record, seeds=seeds, seed_details=given.get(crawl_id, {}))
     plan.sort(key=lambda planned: (planned.depth, planned.folder.name))
     return plan, crawls
 
@@ -367,6 +370,8 @@ def _crawl_row(record: CrawlRecord) -> Crawl:
         any_host=record.any_host,
         priority=record.priority,
         source_file=record.source_file,
+        seed_details=record.seed_details,
+        input_report=record.input_report,
         created_at=record.created_at,
         retry_at=None,
     )

@@ -21,7 +21,8 @@ class CrawlAdmin(admin.ModelAdmin):
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "seeds", "depth", "any_host", "priority", "tag_names",
-                       "source_file", "created_by", "created_at", "start_ts", "end_ts",
+                       "source_file", "input_summary", "created_by", "created_at",
+                       "start_ts", "end_ts",
                        "retry_at", "snapshots_link", "report_json"]  # fmt: skip
     fields = readonly_fields
 
@@ -69,6 +70,17 @@ class CrawlAdmin(admin.ModelAdmin):
     def snapshots_link(self, crawl):
         url = reverse("admin:core_snapshot_changelist") + f"?crawl__id__exact={crawl.pk}"
         return format_html('<a href="{}">{} snapshots</a>', url, crawl.snapshots.count())
+
+    @admin.display(description="input")
+    def input_summary(self, crawl):
+        report = crawl.input_report
+        if not report:
+            return "—"
+        lines = [f"{report['accepted']} URL(s) read as {report['format']}"]
+        if report["rejected"]:
+            lines.append(f"{report['rejected']} left out:")
+            lines += [f"  {problem}" for problem in report["problems"]]
+        return format_html("<pre>{}</pre>", "\n".join(lines))
 
     @admin.display(description="report")
     def report_json(self, crawl):

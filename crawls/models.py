@@ -39,6 +39,16 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
     source_file = models.CharField(
         max_length=512, blank=True, help_text="The input as received, relative to DATA_DIR."
     )
+    seed_details = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Title and tags the input gave a seed: {url: {'title': ..., 'tags': [...]}}.",
+    )
+    input_report = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="How the input was read: its format, entries accepted, and those left out.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

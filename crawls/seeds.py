@@ -1,4 +1,4 @@
-"""Validate and normalize seed URLs, and read them from the text a person gives ``add``.
+"""Validate and normalize seed URLs, and decode the input a person gives ``add``.
 
 Normalization makes two spellings of one resource into one URL, so a crawl holds each page once:
 scheme and host lowercased (RFC 3986 §6.2.2.1), the host in its IDNA ASCII form (RFC 5891), the
@@ -139,14 +139,12 @@ def _short(url: str, limit: int = 80) -> str:
     return repr(url if len(url) <= limit else url[: limit - 1] + "…")
 
 
-def parse_seed_text(data: bytes, *, source: str) -> list[str]:
-    """Read URLs from plain text, one per line; blank lines and ``#`` comments are ignored.
+def decode_input(data: bytes, *, source: str) -> str:
+    """Return ``data`` as text, without a UTF-8 byte order mark.
 
-    ``source`` names the input in messages ("urls.txt", "stdin", "command line"). Return the
-    normalized URLs, each once, in input order. Raises InputError for binary data (a NUL byte
-    anywhere), UTF-16 or other non-UTF-8 text (naming the line and byte offset of the first bad
-    byte), input with no URLs, and any invalid line (every bad line is listed, so nothing is half
-    added).
+    ``source`` names the input in messages ("urls.txt", "stdin", "command line"). Raises
+    InputError for binary data (a NUL byte anywhere), UTF-16, and other non-UTF-8 text (naming
+    the line and byte offset of the first bad byte).
     """
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise InputError(f"{source} is UTF-16 text; save it as UTF-8")
@@ -154,27 +152,8 @@ def parse_seed_text(data: bytes, *, source: str) -> list[str]:
         raise InputError(f"{source} is binary data, not a list of URLs")
     bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = data[bom:].decode("utf-8")
+        return data[bom:].decode("utf-8")
     except UnicodeDecodeError as error:
         offset = bom + error.start  # counted from the start of the input, as an editor would
         line = data.count(b"\n", 0, offset) + 1
         raise InputError(f"{source} is not UTF-8 text (line {line}, byte {offset})") from None
-    urls: dict[str, None] = {}
-    problems: list[str] = []  # the first MAX_LISTED_PROBLEMS; the rest are only counted
-    bad_lines = 0
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            urls[normalize_url(line)] = None
-        except InvalidURL as error:
-            bad_lines += 1
-            if len(problems) < MAX_LISTED_PROBLEMS:
-                problems.append(f"{source} line {number}: {error}")
-    if problems:
-        more = f" (and {bad_lines - len(problems)} more)" if bad_lines > len(problems) else ""
-        raise InputError("; ".join(problems) + more)
-    if not urls:
-        raise InputError(f"{source} contains no URLs")
-    return list(urls)

@@ -14,14 +14,14 @@ from core.finalize import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
 from core.services import snapshots_tag_like_crawl
 from crawls.choices import CrawlStatus
+from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import Crawl
-from crawls.seeds import InputError, parse_seed_text
+from crawls.seeds import InputError
 
 logger = logging.getLogger(__name__)
 
 MAX_DEPTH = 10
 PRIORITY_RANGE = (-32768, 32767)  # a SmallIntegerField on every database Django supports
-MAX_TAG_LENGTH = 100
 REPORT_FAILURE_LIMIT = 200
 
 
@@ -34,13 +34,19 @@ def crawl_create(
     tags: list[str] | None = None,
     priority: int = 0,
     created_by=None,
+    parser: str = "auto",
+    strict: bool = False,
 ) -> Crawl:
-    """Parse ``data`` (URLs, one per line) into a new queued Crawl.
+    """Read ``data`` (text, a feed, a bookmarks export or JSON: crawls/inputs.py) into a new
+    queued Crawl.
 
     ``source_name`` names the input in messages and in the saved copy ("urls.txt", "stdin",
-    "command line"). The input is kept as received under ``DATA_DIR/sources/``. Raises InputError
-    (nothing saved, nothing queued) for an invalid URL, empty or binary input, a depth outside
-    0..10, a priority outside a small integer's range, or an invalid tag.
+    "command line"); ``parser`` is a format of crawls.inputs.FORMATS or "auto". The input is kept
+    as received under ``DATA_DIR/sources/``. Titles and tags the input gives a URL are kept in
+    ``seed_details`` (its snapshot gets them); entries left out are counted and named in
+    ``input_report``. Raises InputError (nothing saved, nothing queued) for input with no valid
+    entry, empty or binary input, any bad entry when ``strict``, a depth outside 0..10, a
+    priority outside a small integer's range, or an invalid tag.
     """
     if not 0 <= depth <= MAX_DEPTH:
         raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {depth}")
@@ -48,11 +54,18 @@ def crawl_create(
         low, high = PRIORITY_RANGE
         raise InputError(f"priority must be between {low} and {high}, not {priority}")
     tag_names = _clean_tags(tags or [])
-    seeds = parse_seed_text(data, source=source_name)
+    parsed = read_input(data, source=source_name, parser=parser, strict=strict)
     source_file = _save_source(data, source_name)
     with transaction.atomic():
         crawl = Crawl.objects.create(
-            seeds="\n".join(seeds),
+            seeds="\n".join(entry.url for entry in parsed.entries),
+            seed_details=_seed_details(parsed),
+            input_report={
+                "format": parsed.format,
+                "accepted": len(parsed.entries),
+                "rejected": parsed.rejected,
+                "problems": parsed.problems,
+            },
             depth=depth,
             any_host=any_host,
             priority=priority,
@@ -60,8 +73,20 @@ def crawl_create(
             created_by=created_by,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in tag_names])
-    logger.info("crawl %s queued: %d seeds, depth %d", crawl.pk, len(seeds), depth)
+    logger.info(
+        "crawl %s queued: %d seeds (%s, %d left out), depth %d",
+        crawl.pk, len(parsed.entries), parsed.format, parsed.rejected, depth,
+    )  # fmt: skip
     return crawl
+
+
+def _seed_details(parsed: ParsedInput) -> dict[str, dict]:
+    """Titles and tags per URL, for the entries that have any."""
+    return {
+        entry.url: {"title": entry.title, "tags": list(entry.tags)}
+        for entry in parsed.entries
+        if entry.title or entry.tags
+    }
 
 
 def _clean_tags(tags: list[str]) -> list[str]:
@@ -71,7 +96,7 @@ def _clean_tags(tags: list[str]) -> list[str]:
             name = name.strip()
             if not name:
                 continue
-            if len(name) > MAX_TAG_LENGTH or not name.isprintable():
+            if not is_valid_tag(name):
                 raise InputError(f"invalid tag {name[:40]!r}: printable, at most 100 characters")
             names.append(name)
     return list(dict.fromkeys(names))
@@ -121,15 +146,45 @@ def crawl_start(*, crawl: Crawl) -> None:
         crawl.start()
         crawl.retry_at = now + timezone.timedelta(seconds=settings.POLL_INTERVAL)
         crawl.save()
+        details = crawl.seed_details
         Snapshot.objects.bulk_create(
             [
-                Snapshot(crawl=crawl, url=url, depth=0, priority=crawl.priority, retry_at=now)
+                Snapshot(
+                    crawl=crawl,
+                    url=url,
+                    title=details.get(url, {}).get("title", ""),
+                    depth=0,
+                    priority=crawl.priority,
+                    retry_at=now,
+                )
                 for url in crawl.seed_list()
             ],
             ignore_conflicts=True,
         )
         roots = list(crawl.snapshots.filter(depth=0).values_list("pk", flat=True))
         snapshots_tag_like_crawl(crawl=crawl, snapshot_ids=roots)
+        _tag_seeds_as_given(crawl)
+
+
+def _tag_seeds_as_given(crawl: Crawl) -> None:
+    """Give each root snapshot the tags its input entry named (besides the crawl's own)."""
+    wanted = {url: detail["tags"] for url, detail in crawl.seed_details.items() if detail["tags"]}
+    if not wanted:
+        return
+    tags = {
+        name: Tag.objects.get_or_create(name=name)[0]
+        for name in {name for names in wanted.values() for name in names}
+    }
+    through = Snapshot.tags.through
+    roots = crawl.snapshots.filter(depth=0, url__in=wanted)
+    through.objects.bulk_create(
+        [
+            through(snapshot_id=pk, tag_id=tags[name].pk)
+            for pk, url in roots.values_list("pk", "url")
+            for name in wanted[url]
+        ],
+        ignore_conflicts=True,
+    )
 
 
 def crawl_report(*, crawl: Crawl) -> dict:

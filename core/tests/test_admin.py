@@ -178,6 +178,24 @@ def test_crawl_change_page_shows_the_report(admin_client: Client, archive: Archi
     assert "2 snapshots" in html
 
 
+def test_crawl_change_page_shows_how_the_input_was_read(
+    admin_client: Client, archive: Archive
+) -> None:
+    archive.crawl.input_report = {
+        "format": "bookmarks",
+        "accepted": 2,
+        "rejected": 1,
+        "problems": ["bookmarks.html line 9: 'place:x' is not a valid URL"],
+    }
+    archive.crawl.save()
+
+    html = page(admin_client, reverse("admin:crawls_crawl_change", args=[archive.crawl.pk]))
+
+    assert "2 URL(s) read as bookmarks" in html
+    assert "1 left out:" in html
+    assert "bookmarks.html line 9: &#x27;place:x&#x27; is not a valid URL" in html
+
+
 # --- snapshots -----------------------------------------------------------------------------------
 
 

@@ -384,6 +384,44 @@ def test_add_reads_urls_from_stdin_and_keeps_the_input() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_add_reads_a_feed_queues_its_entries_and_names_the_one_left_out() -> None:
+    feed = (
+        b'<?xml version="1.0"?><rss version="2.0"><channel><title>News</title>'
+        b"<item><title>One</title><link>https://news.example/1</link>"
+        b"<category>world</category></item>"
+        b"<item><title>Broken</title><link>ftp://news.example/2</link></item>"
+        b"<item><title>Three</title><link>https://news.example/3</link></item>"
+        b"</channel></rss>"
+    )
+
+    done = manage("add", "-", stdin=feed)
+
+    assert done.returncode == 0, done.stderr
+    crawl = Crawl.objects.get()
+    assert f"Crawl {crawl.pk} queued: 2 URL(s) from a feed, depth 0." in done.stdout
+    assert lines(done.stderr) == [
+        "1 entry left out:",
+        "  stdin entry 2 ('Broken'): 'ftp://news.example/2': only http and https URLs can be "
+        "archived, not ftp:",
+    ]
+    assert crawl.seed_details == {
+        "https://news.example/1": {"title": "One", "tags": ["world"]},
+        "https://news.example/3": {"title": "Three", "tags": []},
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_add_parser_option_overrides_detection() -> None:
+    done = manage("add", "--parser", "json", "-", stdin=b"https://a.example/\n")
+
+    assert done.returncode == 1
+    assert lines(done.stderr) == [
+        "CommandError: stdin is not valid JSON (line 1, column 1: Expecting value)"
+    ]
+    assert not Crawl.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_add_with_tags_depth_and_priority() -> None:
     done = manage("add", "--tag", "a,b", "--tag", " c ,a", "--depth", "2", "--priority", "4", SEED)
 

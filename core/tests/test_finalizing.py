@@ -134,3 +134,23 @@ def test_a_copy_of_a_folder_whose_manifest_is_not_the_one_sealed_fails(settings)
     copy = StorageCopy.objects.get(snapshot=snapshot)
     assert copy.status == CopyStatus.FAILED
     assert copy.error.startswith("the local folder's manifest is not the one sealed")
+
+
+def test_the_title_the_input_gave_is_kept_over_the_pages_own() -> None:
+    snapshot = finished_snapshot()
+    snapshot.crawl.seed_details = {snapshot.url: {"title": "My bookmark", "tags": []}}
+    snapshot.crawl.save()
+
+    snapshot_check_results(snapshot=snapshot)
+
+    sealed = reloaded(snapshot)
+    assert (sealed.status, sealed.title) == (SnapshotStatus.SEALED, "My bookmark")
+    assert (sealed.output_dir / "title" / "title.txt").read_text() == "Vellum Test Home\n"
+
+
+def test_without_a_given_title_the_pages_own_is_the_snapshots() -> None:
+    snapshot = finished_snapshot()
+
+    snapshot_check_results(snapshot=snapshot)
+
+    assert reloaded(snapshot).title == "Vellum Test Home"

@@ -158,6 +158,35 @@ def copy_folder(snapshot_id, name: str) -> Path:
 # --- the round trip ------------------------------------------------------------------------------
 
 
+def test_reindex_restores_the_titles_tags_and_input_report_a_feed_gave(
+    live_site: LiveSite, settings
+) -> None:
+    settings.EXTRACTORS = ["headers", "title"]
+    data = json.dumps(
+        [
+            {"url": live_site.url("/"), "title": "Chosen title", "tags": ["picked"]},
+            live_site.url("/page3.html"),
+            "ftp://left.out/",
+        ]
+    ).encode()
+    crawl = archive_crawl(crawl_create(data=data, source_name="links.json"))
+    before = database_rows()["crawls"][crawl.pk]
+    assert before["seed_details"] == {
+        live_site.url("/"): {"title": "Chosen title", "tags": ["picked"]}
+    }
+    assert before["input_report"]["rejected"] == 1
+
+    lose_the_database()
+    reindex()
+
+    after = database_rows()
+    restored = after["crawls"][crawl.pk]
+    assert restored["seed_details"] == before["seed_details"]
+    assert restored["input_report"] == before["input_report"]
+    titled = next(s for s in after["snapshots"].values() if s["url"] == live_site.url("/"))
+    assert (titled["title"], titled["tags"]) == ("Chosen title", ["picked"])
+
+
 def test_reindex_restores_what_a_lost_database_held(live_site: LiveSite, settings) -> None:
     settings.EXTRACTORS = ["headers", "wget", "title", "outlinks"]
     deep = archived(live_site, "/", depth=1, tags=["docs"], priority=5)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawls.seeds import MAX_URL_LENGTH, InputError, InvalidURL, normalize_url, parse_seed_text
+from crawls.inputs import parse_seed_text
+from crawls.seeds import MAX_URL_LENGTH, InputError, InvalidURL, normalize_url
 
 # --- normalize_url: what it changes --------------------------------------------------------------
 

@@ -114,7 +114,7 @@ def test_create_accepts_the_depth_limits(data_dir: Path, depth: int) -> None:
         (b"# nothing\n", "urls.txt contains no URLs"),
         (b"\x00\x01binary", "urls.txt is binary data"),
         (b"http://a.example/\xff", "urls.txt is not UTF-8 text"),
-        (b"http://a.example/\njavascript:alert(1)\n", "urls.txt line 2:"),
+        (b"javascript:alert(1)\nftp://a.example/\n", "urls.txt line 1:.*; urls.txt line 2:"),
     ],
 )
 def test_create_refuses_bad_input_and_saves_nothing(
@@ -126,6 +126,48 @@ def test_create_refuses_bad_input_and_saves_nothing(
     assert not Crawl.objects.exists()
     assert not Tag.objects.exists()
     assert source_files(data_dir) == []
+
+
+def test_create_queues_the_valid_entries_of_a_partly_broken_file_and_counts_the_rest(
+    data_dir: Path,
+) -> None:
+    data = b"http://a.example/\njavascript:alert(1)\nhttp://b.example/\n"
+
+    crawl = crawl_create(data=data, source_name="urls.txt")
+
+    assert crawl.seed_list() == ["http://a.example/", "http://b.example/"]
+    assert crawl.input_report == {
+        "format": "text",
+        "accepted": 2,
+        "rejected": 1,
+        "problems": [
+            "urls.txt line 2: 'javascript:alert(1)': only http and https URLs can be archived, "
+            "not javascript:"
+        ],
+    }
+
+
+def test_create_strict_refuses_the_whole_input_for_one_bad_entry(data_dir: Path) -> None:
+    with pytest.raises(InputError, match="command line line 2:"):
+        crawl_create(
+            data=b"http://a.example/\nftp://b.example/", source_name="command line", strict=True
+        )
+
+    assert not Crawl.objects.exists()
+
+
+def test_titles_and_tags_from_the_input_reach_the_root_snapshots(data_dir: Path) -> None:
+    data = b'[{"url": "http://a.example/", "title": "Chosen", "tags": ["docs", "py"]}, "http://b.example/"]'
+    crawl = crawl_create(data=data, source_name="links.json", tags=["batch"])
+
+    crawl_tick(crawl=crawl)
+
+    a, b = crawl.snapshots.order_by("url")
+    assert (a.title, sorted(a.tags.values_list("name", flat=True))) == (
+        "Chosen",
+        ["batch", "docs", "py"],
+    )
+    assert (b.title, list(b.tags.values_list("name", flat=True))) == ("", ["batch"])
 
 
 @pytest.mark.parametrize("tag", ["x" * 101, "tab\tinside", "new\nline"])

@@ -1,4 +1,9 @@
-"""``manage.py add``: queue URLs (arguments, a file, or stdin) as a new crawl."""
+"""``manage.py add``: queue URLs (arguments, a file, or stdin) as a new crawl.
+
+A file or stdin may be plain text, an RSS or Atom feed, a bookmarks export or JSON
+(crawls/inputs.py); its bad entries are named and left out, the rest queued. URLs given as
+arguments are all refused when one is bad: a typo there is fixed by typing again.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from rich.console import Console
 
 from core.models import StorageCopy
 from crawls.choices import CrawlStatus
+from crawls.inputs import FORMATS
 from crawls.seeds import InputError
 from crawls.services import MAX_DEPTH, crawl_create
 from orchestrator.display import CrawlProgress
@@ -18,16 +24,30 @@ from orchestrator.orchestrator import Orchestrator
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 INTERRUPTED_EXIT = 130  # the shell's convention for a command ended by SIGINT
+ARGUMENTS = "command line"  # the source name of URLs given as arguments
+FORMAT_NAMES = {"feed": "a feed", "bookmarks": "bookmarks", "json": "JSON"}
 
 
 class Command(BaseCommand):
-    help = "Archive URLs: given as arguments, in a text file (--file), or on stdin (-)."
+    help = (
+        "Archive URLs: given as arguments, or in a file (--file) or on stdin (-) holding text, "
+        "an RSS or Atom feed, a browser's bookmarks export or a JSON list."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
             "urls", nargs="*", metavar="URL", help="URLs to archive, or - for stdin."
         )
-        parser.add_argument("--file", type=Path, help="A text file with one URL per line.")
+        parser.add_argument(
+            "--file", type=Path, help="A file of URLs: text, feed, bookmarks or JSON."
+        )
+        parser.add_argument(
+            "--parser",
+            choices=["auto", *FORMATS],
+            default="auto",
+            help="The input's format (default: detected). feed: RSS or Atom; bookmarks: the "
+            "Netscape format browsers export; json: a list of URLs or of {url, title, tags}.",
+        )
         parser.add_argument(
             "--depth", type=int, default=0, help=f"Links to follow from each URL (0-{MAX_DEPTH})."
         )
@@ -40,8 +60,9 @@ class Command(BaseCommand):
             "--wait", action="store_true", help="Archive now and return when the crawl is sealed."
         )
 
-    def handle(self, *args, urls, file, depth, any_host, tag, priority, wait, **options):
+    def handle(self, *args, urls, file, parser, depth, any_host, tag, priority, wait, **options):
         data, source_name = self._read_input(urls, file)
+        from_arguments = source_name == ARGUMENTS
         try:
             crawl = crawl_create(
                 data=data,
@@ -50,17 +71,34 @@ class Command(BaseCommand):
                 any_host=any_host,
                 tags=tag,
                 priority=priority,
+                parser="text" if from_arguments else parser,
+                strict=from_arguments,
             )
         except InputError as error:
             raise CommandError(str(error)) from None
-        seeds = len(crawl.seed_list())
-        self.stdout.write(f"Crawl {crawl.pk} queued: {seeds} URL(s), depth {depth}.")
+        self._report_input(crawl, depth)
         if wait:
             self._wait_for(crawl)
         else:
             self.stdout.write(
                 "The orchestrator archives it (manage.py orchestrator, or add --wait)."
             )
+
+    def _report_input(self, crawl, depth: int) -> None:
+        """Say what was queued and, on stderr, which entries were left out and why."""
+        report = crawl.input_report
+        kind = f" from {FORMAT_NAMES[report['format']]}" if report["format"] != "text" else ""
+        self.stdout.write(
+            f"Crawl {crawl.pk} queued: {report['accepted']} URL(s){kind}, depth {depth}."
+        )
+        if report["rejected"]:
+            more = report["rejected"] - len(report["problems"])
+            rejected = report["rejected"]
+            self.stderr.write(f"{rejected} {'entry' if rejected == 1 else 'entries'} left out:")
+            for problem in report["problems"]:
+                self.stderr.write(f"  {problem}")
+            if more:
+                self.stderr.write(f"  ... and {more} more")
 
     def _read_input(self, urls: list[str], file: Path | None) -> tuple[bytes, str]:
         """Return the raw input and its name; exactly one source may be given.
@@ -81,7 +119,7 @@ class Command(BaseCommand):
                 raise CommandError(f"cannot read {file}: {error.strerror}") from None
             name, shown = file.name, str(file)
         else:
-            return "\n".join(urls).encode(), "command line"
+            return "\n".join(urls).encode(), ARGUMENTS
         if len(data) > MAX_INPUT_BYTES:
             raise CommandError(f"{shown} is larger than {MAX_INPUT_BYTES // 2**20} MiB")
         return data, name

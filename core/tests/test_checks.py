@@ -109,11 +109,14 @@ def test_a_command_refuses_to_start_with_bad_options() -> None:
     assert "Traceback" not in completed.stderr
 
 
-@pytest.mark.parametrize("command", ["status", "list"])
+@pytest.mark.parametrize(
+    "command",
+    [["status"], ["list"], ["add", "https://a.example/"], ["orchestrator", "--exit-on-idle"]],
+)
 def test_commands_on_a_data_dir_never_initialized_say_to_run_init(
-    tmp_path: Path, command: str
+    tmp_path: Path, command: list[str]
 ) -> None:
-    completed = manage(command, DATA_DIR=str(tmp_path / "fresh"))
+    completed = manage(*command, DATA_DIR=str(tmp_path / "fresh"))
 
     assert completed.returncode == 1
     assert "run `python manage.py init` first" in completed.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
+from core.management.database import require_migrated_database
 from core.models import StorageCopy
 from crawls.choices import CrawlStatus
 from crawls.inputs import FORMATS
@@ -62,6 +63,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, urls, file, parser, depth, any_host, tag, priority, wait, **options):
         data, source_name = self._read_input(urls, file)
+        require_migrated_database()
         from_arguments = source_name == ARGUMENTS
         try:
             crawl = crawl_create(

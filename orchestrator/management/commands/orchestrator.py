@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from core.management.database import require_migrated_database
 from orchestrator.logs import log_to_file
 from orchestrator.orchestrator import Orchestrator
 
@@ -20,6 +21,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, exit_on_idle, **options):
+        require_migrated_database()
         log_to_file("orchestrator.log", also_stderr=True)
         try:
             Orchestrator(exit_on_idle=exit_on_idle).run()

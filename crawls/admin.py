@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.admin_display import state_badge
 from core.choices import SnapshotStatus
 from crawls.models import Crawl
+from crawls.services import crawl_hold, crawl_release
 
 
 @admin.register(Crawl)
@@ -25,6 +27,7 @@ class CrawlAdmin(admin.ModelAdmin):
                        "start_ts", "end_ts",
                        "retry_at", "snapshots_link", "report_json"]  # fmt: skip
     fields = readonly_fields
+    actions = ["hold_crawls", "release_crawls"]
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -34,6 +37,31 @@ class CrawlAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.action(description="Hold selected crawls (nothing of them is claimed)")
+    def hold_crawls(self, request, queryset):
+        self._transition_each(request, queryset, crawl_hold, "held")
+
+    @admin.action(description="Release selected crawls (their work resumes)")
+    def release_crawls(self, request, queryset):
+        self._transition_each(request, queryset, crawl_release, "released")
+
+    def _transition_each(self, request, queryset, service, done: str) -> None:
+        changed, refused = 0, []
+        for crawl_id in queryset.values_list("pk", flat=True):
+            try:
+                service(crawl_id=crawl_id)
+                changed += 1
+            except (TransitionNotAllowed, ConcurrentTransition, Crawl.DoesNotExist):
+                refused.append(str(crawl_id))
+        if changed:
+            self.message_user(request, f"{changed} crawl(s) {done}.")
+        if refused:
+            self.message_user(
+                request,
+                f"Left alone (not in a state that allows it): crawl {', '.join(refused)}.",
+                level=messages.WARNING,
+            )
 
     def get_queryset(self, request):
         return (

@@ -8,6 +8,7 @@ import re
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.finalize import atomic_write
@@ -213,3 +214,31 @@ def crawl_report(*, crawl: Crawl) -> dict:
         "failures": failures,
         "duration_seconds": round((timezone.now() - started).total_seconds(), 3),
     }
+
+
+def crawl_hold(*, crawl_id: int) -> Crawl:
+    """Hold crawl ``crawl_id``: none of its records is claimed until it is released; work under
+    way finishes. Raises Crawl.DoesNotExist, and TransitionNotAllowed when the crawl is already
+    held or sealed. A tick saved by an actor meanwhile is read again, up to three times."""
+    return _transition_crawl(crawl_id, Crawl.hold)
+
+
+def crawl_release(*, crawl_id: int) -> Crawl:
+    """Release held crawl ``crawl_id``: it is queued again, due now, and resumes where it
+    stopped (its snapshots and results keep their states). Raises Crawl.DoesNotExist, and
+    TransitionNotAllowed when the crawl is not held."""
+    return _transition_crawl(crawl_id, Crawl.release)
+
+
+def _transition_crawl(crawl_id: int, transition) -> Crawl:
+    for _ in range(3):
+        crawl = Crawl.objects.get(pk=crawl_id)
+        try:
+            with transaction.atomic():
+                transition(crawl)
+                crawl.save()
+        except ConcurrentTransition:
+            continue  # an actor saved the crawl between our read and our write
+        logger.info("crawl %s %s", crawl.pk, crawl.status)
+        return crawl
+    raise ConcurrentTransition(f"crawl {crawl_id} kept changing; try again")

@@ -1,4 +1,5 @@
-"""The abstract work item that crawls, snapshots and archive results share.
+"""The abstract work item that crawls, snapshots and archive results share, and the state of the
+whole queue (a global hold).
 
 A work item is due when it is in an active state and its ``retry_at`` has passed. Claiming it
 moves ``retry_at`` forward by a lease (orchestrator/claims.py): a future ``retry_at`` on an active
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.utils import timezone
+from django_fsm import FSMField, transition
 
 
 class WorkQuerySet(models.QuerySet):
@@ -21,7 +23,10 @@ class WorkQuerySet(models.QuerySet):
         return self.filter(status__in=self.ACTIVE_STATES)
 
     def runnable(self) -> WorkQuerySet:
-        """Active records that no hold pauses: the work still to do."""
+        """Active records that no hold pauses: the work still to do (none while the whole queue
+        is held). Models narrow this further, starting from it."""
+        if queue_held():
+            return self.none()
         return self.active()
 
     def due(self, now=None) -> WorkQuerySet:
@@ -60,3 +65,56 @@ class WorkItem(models.Model):
 
     class Meta:
         abstract = True
+
+
+class QueueStatus(models.TextChoices):
+    """States of the whole work queue: open, or held by an operator (DESIGN.md §2, holds)."""
+
+    OPEN = "open", "Open"
+    HELD = "held", "Held"
+
+
+class QueueState(models.Model):
+    """The one row that says whether the whole queue is held: while it is, no crawl, snapshot,
+    archive result or storage copy is claimed; work under way finishes. Shared by every
+    machine that uses the same database, so one ``manage.py hold --queue`` pauses them all.
+    """
+
+    SINGLETON = 1
+
+    status = FSMField(default=QueueStatus.OPEN, choices=QueueStatus.choices, protected=True)
+    reason = models.CharField(max_length=200, blank=True, help_text="Why the queue is held.")
+    held_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "queue state"
+
+    def __str__(self) -> str:
+        if self.status == QueueStatus.OPEN:
+            return "queue open"
+        return f"queue held since {self.held_since:%Y-%m-%d %H:%M} UTC" + (
+            f": {self.reason}" if self.reason else ""
+        )
+
+    @classmethod
+    def current(cls) -> QueueState:
+        """Return the queue's state (the row is created, open, on first use)."""
+        state, _created = cls.objects.get_or_create(pk=cls.SINGLETON)
+        return state
+
+    @transition(field=status, source=QueueStatus.OPEN, target=QueueStatus.HELD)
+    def hold(self, *, reason: str = "") -> None:
+        """Pause the whole queue: nothing more is claimed until it is released."""
+        self.reason = reason
+        self.held_since = timezone.now()
+
+    @transition(field=status, source=QueueStatus.HELD, target=QueueStatus.OPEN)
+    def release(self) -> None:
+        """Resume the queue where it stopped."""
+        self.reason = ""
+        self.held_since = None
+
+
+def queue_held() -> bool:
+    """True while the whole queue is held (one indexed read of one row)."""
+    return QueueState.objects.filter(pk=QueueState.SINGLETON, status=QueueStatus.HELD).exists()

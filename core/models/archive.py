@@ -34,7 +34,7 @@ class SnapshotQuerySet(WorkQuerySet):
 
     def runnable(self) -> SnapshotQuerySet:
         """Active snapshots of crawls that are not held."""
-        return self.active().exclude(crawl__status=CrawlStatus.HELD)
+        return super().runnable().exclude(crawl__status=CrawlStatus.HELD)
 
     def claimable(self, now=None) -> SnapshotQuerySet:
         """Due snapshots, but queued ones only while fewer than MAX_STARTED_SNAPSHOTS are started
@@ -234,7 +234,8 @@ class ArchiveResultQuerySet(WorkQuerySet):
         """Active results of started snapshots of crawls that are not held (a re-archived
         snapshot's results wait until it starts, behind the disk guard and the window)."""
         runnable = (
-            self.active()
+            super()
+            .runnable()
             .filter(snapshot__status=SnapshotStatus.STARTED)
             .exclude(snapshot__crawl__status=CrawlStatus.HELD)
         )

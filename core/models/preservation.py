@@ -8,6 +8,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
+from crawls.choices import CrawlStatus
 from orchestrator.models import WorkItem, WorkQuerySet
 
 LOCAL = "local"  # the location name of the copy in DATA_DIR/archive/
@@ -17,9 +18,15 @@ class StorageCopyQuerySet(WorkQuerySet):
     ACTIVE_STATES = CopyStatus.active()
 
     def runnable(self) -> StorageCopyQuerySet:
-        """Active copies of sealed snapshots (a snapshot archived again is copied once it is
-        sealed again: copying a folder that is being rewritten would store a mix)."""
-        return self.active().filter(snapshot__status=SnapshotStatus.SEALED)
+        """Active copies of sealed snapshots of crawls that are not held (a snapshot archived
+        again is copied once it is sealed again: copying a folder that is being rewritten would
+        store a mix; a held crawl's copies wait, as when its storage is being moved)."""
+        return (
+            super()
+            .runnable()
+            .filter(snapshot__status=SnapshotStatus.SEALED)
+            .exclude(snapshot__crawl__status=CrawlStatus.HELD)
+        )
 
     def verified(self) -> StorageCopyQuerySet:
         """Copies stored and read back intact."""

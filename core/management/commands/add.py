@@ -21,6 +21,7 @@ from crawls.seeds import InputError
 from crawls.services import MAX_DEPTH, crawl_create
 from orchestrator.display import CrawlProgress
 from orchestrator.logs import log_to_file
+from orchestrator.models import queue_held
 from orchestrator.orchestrator import Orchestrator
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -135,7 +136,7 @@ class Command(BaseCommand):
 
         def crawl_done() -> bool:
             crawl.refresh_from_db(fields=["status"])
-            if crawl.status == CrawlStatus.HELD:
+            if crawl.status == CrawlStatus.HELD or queue_held():
                 return True
             return crawl.status == CrawlStatus.SEALED and not copies.active().exists()
 
@@ -144,7 +145,13 @@ class Command(BaseCommand):
         crawl.refresh_from_db()
         if crawl.status == CrawlStatus.HELD:
             raise CommandError(
-                f"crawl {crawl.pk} was held before it finished; release it to resume"
+                f"crawl {crawl.pk} was held before it finished; release it to resume "
+                f"(manage.py release {crawl.pk})"
+            )
+        if queue_held() and crawl.status != CrawlStatus.SEALED:
+            raise CommandError(
+                f"the queue is held, so crawl {crawl.pk} waits; release it to resume "
+                "(manage.py release --queue)"
             )
         if crawl.status != CrawlStatus.SEALED:
             self.stdout.write(

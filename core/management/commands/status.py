@@ -15,6 +15,7 @@ from rich.table import Table
 
 from core.management.database import require_migrated_database
 from orchestrator.diskguard import disk_usage
+from orchestrator.models import QueueState, QueueStatus
 from orchestrator.status import fixity_status, kind_titles, status_counts
 
 
@@ -33,6 +34,7 @@ class Command(BaseCommand):
         require_migrated_database()
         counts = status_counts()
         fixity = fixity_status()
+        queue = QueueState.current()
         try:
             disk = disk_usage()
         except OSError as error:
@@ -47,8 +49,15 @@ class Command(BaseCommand):
             }
             last = fixity["last_checked_at"]
             fixity = {**fixity, "last_checked_at": last.isoformat() if last else None}
+            since = queue.held_since.isoformat() if queue.held_since else None
+            hold = {
+                "held": queue.status == QueueStatus.HELD,
+                "since": since,
+                "reason": queue.reason,
+            }
             document = {
-                "data_dir": str(settings.DATA_DIR), "disk_guard": guard, **counts, "fixity": fixity
+                "data_dir": str(settings.DATA_DIR), "queue": hold, "disk_guard": guard, **counts,
+                "fixity": fixity,
             }  # fmt: skip
             self.stdout.write(json.dumps(document))
             return
@@ -56,6 +65,12 @@ class Command(BaseCommand):
         console.print(f"Data folder: {settings.DATA_DIR}")
         style = "bold red" if disk.held else ""
         console.print(disk.describe().capitalize(), style=style, soft_wrap=True)
+        if queue.status == QueueStatus.HELD:
+            console.print(
+                f"The {queue}: nothing is claimed (manage.py release --queue).",
+                style="bold red",
+                soft_wrap=True,
+            )
         # One table, so that every section's numbers line up in one column.
         table = Table(show_header=False, box=None, padding=(0, 1, 0, 0))
         titles = kind_titles()

@@ -1,0 +1,30 @@
+"""``manage.py hold``: pause crawls, or the whole queue, until they are released."""
+
+from __future__ import annotations
+
+from core.management.holds import HoldCommand
+from crawls.models import Crawl
+from crawls.services import crawl_hold
+from orchestrator.services import queue_hold
+
+
+class Command(HoldCommand):
+    help = (
+        "Hold crawls (or with --queue all work): nothing of them is claimed until `manage.py "
+        "release`; work under way finishes."
+    )
+    verb = "hold"
+    all_help = "Every crawl not yet sealed."
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--reason", default="", help="With --queue: why (shown by status).")
+
+    def all_crawls(self):
+        return Crawl.objects.active()
+
+    def change_crawl(self, crawl_id: int) -> Crawl:
+        return crawl_hold(crawl_id=crawl_id)
+
+    def change_queue(self, options):
+        return queue_hold(reason=options["reason"][:200])

@@ -105,8 +105,9 @@ def snapshot_rearchive(*, snapshot: Snapshot) -> str:
     return moved_to
 
 
-def snapshot_retry_failed(*, snapshot: Snapshot) -> int:
-    """Run the failed results of a sealed or failed snapshot again; return how many.
+def snapshot_retry_failed(*, snapshot: Snapshot, extractor: str | None = None) -> int:
+    """Run the failed results of a sealed or failed snapshot again (with ``extractor``, only
+    that extractor's); return how many.
 
     Each failed result starts over with fresh attempts (its earlier command log stays in
     ``logs/``); the snapshot goes back to started and is finalized again once they are final,
@@ -117,7 +118,10 @@ def snapshot_retry_failed(*, snapshot: Snapshot) -> int:
         _reopen_crawl(snapshot.crawl_id)
         snapshot.retry_failed()
         snapshot.save()
-        failed = list(snapshot.results.filter(status=ResultStatus.FAILED))
+        failed = snapshot.results.filter(status=ResultStatus.FAILED)
+        if extractor:
+            failed = failed.filter(extractor=extractor)
+        failed = list(failed)
         for result in failed:
             result.retry()
             result.save()

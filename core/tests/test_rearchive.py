@@ -382,3 +382,25 @@ def test_rearchive_flagged_archives_a_damaged_snapshot_again(live_site: LiveSite
     assert title.read_text() != "altered"  # archived again from the live site
     assert list(rearchived.output_dir.glob("history/*/title/title.txt"))  # the altered one kept
     call_command("verify", "--all", "--local-only", stdout=StringIO())  # sound again
+
+
+def test_retry_command_by_extractor_runs_only_that_extractors_failures(
+    live_site: LiveSite,
+) -> None:
+    snapshot = snapshot_with_a_failure(live_site)
+    headers = snapshot.results.get(extractor="headers")
+    ArchiveResult.objects.filter(pk=headers.pk).update(status=ResultStatus.FAILED)
+    out = StringIO()
+
+    call_command("retry", "--all", "--extractor", "wget", stdout=out)
+    assert out.getvalue().startswith("Nothing to retry")
+    call_command("retry", "--all", "--extractor", "title", stdout=out)
+
+    assert "Queued 1 failed results of 1 snapshots again." in out.getvalue()
+    assert snapshot.results.get(extractor="title").status == ResultStatus.QUEUED
+    assert snapshot.results.get(extractor="headers").status == ResultStatus.FAILED
+
+
+def test_retry_command_refuses_an_unknown_extractor() -> None:
+    with pytest.raises(CommandError, match="no extractor 'wgett': one of headers, wget"):
+        call_command("retry", "--all", "--extractor", "wgett")

@@ -200,6 +200,23 @@ DJANGO_HUEY = {
     },
 }
 
+# --- notifications: when a crawl seals (crawls/notifications.py), sent by the huey consumer -------
+# A webhook that gets every crawl's report as JSON, and addresses that get it by email; a crawl
+# may name its own too (add --webhook, --email). Both are checked at start-up.
+NOTIFY_WEBHOOK_URL = env_str("NOTIFY_WEBHOOK_URL", "")
+NOTIFY_EMAIL = env_list("NOTIFY_EMAIL", [])
+# Deliveries per webhook before it is given up (backoff between them, as for extractors).
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
+NOTIFY_TIMEOUT = env_int("NOTIFY_TIMEOUT", 10, minimum=1)  # seconds one webhook POST may take
+# Django's mail settings, for NOTIFY_EMAIL: an SMTP server on localhost:25 unless told otherwise.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "vellum@localhost")
+
 # --- archiving -----------------------------------------------------------------------------------
 # Seconds an extractor may run before its whole process group is killed (a temporary error).
 EXTRACTOR_TIMEOUT = env_int("EXTRACTOR_TIMEOUT", 60, minimum=1)

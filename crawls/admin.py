@@ -23,7 +23,8 @@ class CrawlAdmin(admin.ModelAdmin):
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "seeds", "depth", "any_host", "priority", "tag_names",
-                       "source_file", "input_summary", "created_by", "created_at",
+                       "source_file", "input_summary", "notify_webhook", "notify_email",
+                       "created_by", "created_at",
                        "start_ts", "end_ts",
                        "retry_at", "snapshots_link", "report_json"]  # fmt: skip
     fields = readonly_fields

@@ -44,6 +44,12 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         blank=True,
         help_text="Title and tags the input gave a seed: {url: {'title': ..., 'tags': [...]}}.",
     )
+    notify_webhook = models.URLField(
+        max_length=2048, blank=True, help_text="Gets the report as JSON when the crawl seals."
+    )
+    notify_email = models.CharField(
+        max_length=512, blank=True, help_text="Addresses (comma-separated) the report is sent to."
+    )
     input_report = models.JSONField(
         default=dict,
         blank=True,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import partial
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
@@ -17,7 +20,9 @@ from core.services import snapshots_tag_like_crawl
 from crawls.choices import CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import Crawl
-from crawls.seeds import InputError
+from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
+from crawls.seeds import InputError, InvalidURL
+from crawls.tasks import crawl_notify
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +42,8 @@ def crawl_create(
     created_by=None,
     parser: str = "auto",
     strict: bool = False,
+    notify_webhook: str = "",
+    notify_email: str = "",
 ) -> Crawl:
     """Read ``data`` (text, a feed, a bookmarks export or JSON: crawls/inputs.py) into a new
     queued Crawl.
@@ -47,7 +54,8 @@ def crawl_create(
     ``seed_details`` (its snapshot gets them); entries left out are counted and named in
     ``input_report``. Raises InputError (nothing saved, nothing queued) for input with no valid
     entry, empty or binary input, any bad entry when ``strict``, a depth outside 0..10, a
-    priority outside a small integer's range, or an invalid tag.
+    priority outside a small integer's range, an invalid tag, or an invalid webhook URL or
+    email address (``notify_webhook``, ``notify_email``: where the report goes when it seals).
     """
     if not 0 <= depth <= MAX_DEPTH:
         raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {depth}")
@@ -55,6 +63,7 @@ def crawl_create(
         low, high = PRIORITY_RANGE
         raise InputError(f"priority must be between {low} and {high}, not {priority}")
     tag_names = _clean_tags(tags or [])
+    notify_webhook, notify_email = _clean_notify(notify_webhook, notify_email)
     parsed = read_input(data, source=source_name, parser=parser, strict=strict)
     source_file = _save_source(data, source_name)
     with transaction.atomic():
@@ -72,6 +81,8 @@ def crawl_create(
             priority=priority,
             source_file=source_file,
             created_by=created_by,
+            notify_webhook=notify_webhook,
+            notify_email=notify_email,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in tag_names])
     logger.info(
@@ -101,6 +112,19 @@ def _clean_tags(tags: list[str]) -> list[str]:
                 raise InputError(f"invalid tag {name[:40]!r}: printable, at most 100 characters")
             names.append(name)
     return list(dict.fromkeys(names))
+
+
+def _clean_notify(webhook: str, email: str) -> tuple[str, str]:
+    """Return the webhook URL normalized and the addresses comma-joined; raise InputError."""
+    try:
+        webhook = check_webhook_url(webhook) if webhook else ""
+    except InvalidURL as error:
+        raise InputError(f"webhook: {error}") from None
+    try:
+        addresses = check_email_addresses(email.split(","))
+    except ValidationError as error:
+        raise InputError(f"email: {error.messages[0]}") from None
+    return webhook, ",".join(addresses)
 
 
 def _save_source(data: bytes, source_name: str) -> str:
@@ -137,6 +161,8 @@ def crawl_seal(*, crawl: Crawl) -> bool:
             return False
         crawl.seal(report=crawl_report(crawl=crawl))
         crawl.save()
+        if wants_notification(crawl):
+            transaction.on_commit(partial(crawl_notify, crawl.pk))
     return True
 
 
@@ -189,8 +215,9 @@ def _tag_seeds_as_given(crawl: Crawl) -> None:
 
 
 def crawl_report(*, crawl: Crawl) -> dict:
-    """Return the crawl's report: snapshots and results per state, and every failure's reason
-    (a snapshot that failed finalizing has ``"extractor": None``), at most 200 failures."""
+    """Return the crawl's report: snapshots and results per state, the bytes its results wrote
+    (``bytes``), and every failure's reason (a snapshot that failed finalizing has
+    ``"extractor": None``), at most 200 failures."""
     snapshots = crawl.snapshots.count_by_status()
     results = ArchiveResult.objects.filter(snapshot__crawl=crawl)
     by_state = results.count_by_status()
@@ -208,9 +235,11 @@ def crawl_report(*, crawl: Crawl) -> dict:
     ]
     failures = (failed_snapshots + failed_results)[:REPORT_FAILURE_LIMIT]
     started = crawl.start_ts or crawl.created_at
+    stored = results.aggregate(bytes=Sum("output_size"))["bytes"] or 0
     return {
         "snapshots": snapshots,
         "results": by_state,
+        "bytes": stored,
         "failures": failures,
         "duration_seconds": round((timezone.now() - started).total_seconds(), 3),
     }

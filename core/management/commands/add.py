@@ -59,10 +59,17 @@ class Command(BaseCommand):
         parser.add_argument("--tag", action="append", default=[], help="Tag(s), comma-separated.")
         parser.add_argument("--priority", type=int, default=0, help="Higher runs first.")
         parser.add_argument(
+            "--webhook", default="", help="POST the crawl's report as JSON here when it seals."
+        )
+        parser.add_argument(
+            "--email", default="", help="Email the crawl's report to these addresses (a,b)."
+        )
+        parser.add_argument(
             "--wait", action="store_true", help="Archive now and return when the crawl is sealed."
         )
 
     def handle(self, *args, urls, file, parser, depth, any_host, tag, priority, wait, **options):
+        webhook, email = options["webhook"], options["email"]
         data, source_name = self._read_input(urls, file)
         require_migrated_database()
         from_arguments = source_name == ARGUMENTS
@@ -76,6 +83,8 @@ class Command(BaseCommand):
                 priority=priority,
                 parser="text" if from_arguments else parser,
                 strict=from_arguments,
+                notify_webhook=webhook,
+                notify_email=email,
             )
         except InputError as error:
             raise CommandError(str(error)) from None

@@ -162,8 +162,17 @@ def crawl_seal(*, crawl: Crawl) -> bool:
         crawl.seal(report=crawl_report(crawl=crawl))
         crawl.save()
         if wants_notification(crawl):
-            transaction.on_commit(partial(crawl_notify, crawl.pk))
+            transaction.on_commit(partial(_enqueue_notification, crawl.pk))
     return True
+
+
+def _enqueue_notification(crawl_id: int) -> None:
+    """Queue the sealed crawl's notification; a queue that cannot be reached (Redis down, a
+    full disk) is logged, since the crawl is sealed and committed whatever happens here."""
+    try:
+        crawl_notify(crawl_id)
+    except Exception:
+        logger.exception("crawl %s: could not queue its notification", crawl_id)
 
 
 def crawl_start(*, crawl: Crawl) -> None:

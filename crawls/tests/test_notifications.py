@@ -277,3 +277,19 @@ def test_the_huey_consumer_delivers_a_crawls_report_after_a_500(
     assert first == second
     assert first["report"]["snapshots"] == {"sealed": 1}
     assert len(receiver.received) == 2  # the 200 ended it
+
+
+def test_a_queue_that_cannot_be_reached_leaves_the_crawl_sealed(
+    monkeypatch, caplog, django_capture_on_commit_callbacks
+) -> None:
+    def unreachable(crawl_id: int) -> None:
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr("crawls.services.crawl_notify", unreachable)
+    crawl = finished_crawl(notify_webhook="https://hooks.example/")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert crawl_seal(crawl=crawl)
+
+    assert Crawl.objects.get(pk=crawl.pk).status == CrawlStatus.SEALED
+    assert f"crawl {crawl.pk}: could not queue its notification" in caplog.text

@@ -340,8 +340,9 @@ class ArchiveResultAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["snapshot__url", "snapshot__title", "error"]
     list_select_related = ["snapshot"]
     list_per_page = 100
-    readonly_fields = ["snapshot", "extractor", "state", "attempts", "cmd_line", "cmd_version",
-                       "exit_code", "output", "files", "output_size", "error", "created_at",
+    readonly_fields = ["snapshot", "extractor", "behaviour", "depends_on", "state", "attempts",
+                       "cmd_line", "cmd_version", "exit_code", "output", "files", "output_size",
+                       "error", "created_at",
                        "start_ts", "end_ts", "retry_at"]  # fmt: skip
     fields = readonly_fields
 

@@ -89,7 +89,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         snapshot.seal(manifest_sha256=manifest_sha256, signed_by=signed_by)
         snapshot.save()
         copies_queue(snapshot=snapshot)
-    _wake_crawl_if_done(snapshot)
+    wake_crawl_if_done(snapshot)
 
 
 def _check_outputs(snapshot: Snapshot, results: list[ArchiveResult]) -> dict[str, list[str]]:
@@ -171,10 +171,10 @@ def _finalizing_failed(snapshot: Snapshot, reason: str) -> None:
     logger.error("snapshot %s (%s) failed: %s", snapshot.pk, snapshot.url, reason)
     if snapshot.output_dir.is_dir():
         _remove_temporary(snapshot.output_dir)
-    _wake_crawl_if_done(snapshot)
+    wake_crawl_if_done(snapshot)
 
 
-def _wake_crawl_if_done(snapshot: Snapshot) -> None:
+def wake_crawl_if_done(snapshot: Snapshot) -> None:
     """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
     if snapshot.crawl.snapshots.active().exists():
         return

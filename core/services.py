@@ -13,19 +13,22 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
+from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.process import CommandCancelled
-from core.extractors.registry import default_profile, get_extractor
+from core.extractors.registry import get_extractor
 from core.finalize import INDEX_NAME, TEMP_PREFIX
-from core.finalizing import snapshot_finalize
+from core.finalizing import snapshot_finalize, wake_crawl_if_done
 from core.models import ArchiveResult, Snapshot
+from core.models.archive import STOPPED_PREFIX
 from core.packaging import WACZ_NAME
 from core.retries import LEASE_EXPIRED, backoff_delay
-from crawls.choices import CrawlStatus
+from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.models import Crawl
 from crawls.seeds import InvalidURL, normalize_url
 
@@ -48,33 +51,36 @@ def snapshot_tick(*, snapshot: Snapshot) -> None:
 
 
 def snapshot_start(*, snapshot: Snapshot) -> None:
-    """Start ``snapshot``: create one queued ArchiveResult per extractor of the profile."""
-    now = timezone.now()
+    """Start ``snapshot``: create one queued ArchiveResult per step of its crawl's profile."""
+    steps = snapshot.crawl.planned_steps()
     with transaction.atomic():
         snapshot.start()
-        snapshot.retry_at = now + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+        snapshot.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
         snapshot.save()
         ArchiveResult.objects.bulk_create(
-            [
-                ArchiveResult(
-                    snapshot=snapshot, extractor=name, priority=snapshot.priority, retry_at=now
-                )
-                for name in default_profile()
-            ],
-            ignore_conflicts=True,
+            [ArchiveResult.for_step(snapshot, step) for step in steps], ignore_conflicts=True
         )
 
 
 def snapshot_check_results(*, snapshot: Snapshot) -> None:
-    """Move a started snapshot to finalizing once all its results are final, and finalize it."""
+    """Once all results of a started snapshot are final, finalize it, or fail it when a
+    blocking step failed (crawls/profiles.py)."""
     if not snapshot.all_results_final():
         snapshot.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
         snapshot.save(update_fields=["retry_at", "modified_at"])
         return
+    blocking = snapshot.failed_blocking_result()
     with transaction.atomic():
-        snapshot.finish()
+        if blocking is not None:
+            snapshot.abandon(error=f"blocking step {blocking.extractor} failed: {blocking.error}")
+        else:
+            snapshot.finish()
         snapshot.save()
-    snapshot_finalize(snapshot=snapshot)
+    if blocking is None:
+        snapshot_finalize(snapshot=snapshot)
+    else:
+        logger.warning("snapshot %s (%s) failed: %s", snapshot.pk, snapshot.url, snapshot.error)
+        wake_crawl_if_done(snapshot)
 
 
 def snapshot_rearchive(*, snapshot: Snapshot) -> str:
@@ -109,16 +115,20 @@ def snapshot_retry_failed(*, snapshot: Snapshot, extractor: str | None = None) -
     """Run the failed results of a sealed or failed snapshot again (with ``extractor``, only
     that extractor's); return how many.
 
-    Each failed result starts over with fresh attempts (its earlier command log stays in
-    ``logs/``); the snapshot goes back to started and is finalized again once they are final,
-    so a snapshot whose finalizing failed is retried too. A sealed crawl reopens. Raises
-    TransitionNotAllowed when the snapshot is still in progress.
+    Each failed result, and each one a failed blocking step stopped, starts over with fresh
+    attempts (its earlier command log stays in ``logs/``); the snapshot goes back to started
+    and is finalized again once they are final, so a snapshot whose finalizing failed is
+    retried too. A sealed crawl reopens. Raises TransitionNotAllowed when the snapshot is
+    still in progress.
     """
     with transaction.atomic():
         _reopen_crawl(snapshot.crawl_id)
         snapshot.retry_failed()
         snapshot.save()
-        failed = snapshot.results.filter(status=ResultStatus.FAILED)
+        failed = snapshot.results.filter(
+            Q(status=ResultStatus.FAILED)
+            | Q(status=ResultStatus.SKIPPED, error__startswith=STOPPED_PREFIX)
+        )
         if extractor:
             failed = failed.filter(extractor=extractor)
         failed = list(failed)
@@ -239,8 +249,36 @@ def result_tick(*, result: ArchiveResult) -> None:
     try:
         _result_attempt(result)
     finally:
+        if result.status == ResultStatus.FAILED and result.behaviour == StepBehaviour.BLOCKING:
+            result_stop_remaining(result=result)
         if result.status in ResultStatus.final() and result.snapshot.all_results_final():
             snapshot_wake(snapshot_id=result.snapshot_id)
+
+
+def result_stop_remaining(*, result: ArchiveResult) -> int:
+    """Stop the snapshot's results that have not run yet, but ``finally`` steps, after the
+    blocking step ``result`` failed; return how many.
+
+    A result another actor is running at that moment finishes on its own (it is under lease).
+    """
+    remaining = (
+        result.snapshot.results.filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF])
+        .exclude(behaviour=StepBehaviour.FINALLY)
+        .exclude(pk=result.pk)
+    )
+    stopped = 0
+    for other in remaining:
+        try:
+            with transaction.atomic():
+                other.stop(blocking=result.extractor, error=result.error)
+                other.save()
+            stopped += 1
+        except ConcurrentTransition:
+            continue  # claimed meanwhile: it runs, and its outcome is recorded as usual
+    logger.info(
+        "snapshot %s: %s failed, %d steps stopped", result.snapshot_id, result.extractor, stopped
+    )
+    return stopped
 
 
 def _result_attempt(result: ArchiveResult) -> None:
@@ -249,9 +287,14 @@ def _result_attempt(result: ArchiveResult) -> None:
         return
     extractor = get_extractor(result.extractor)
     snapshot = result.snapshot
-    with transaction.atomic():
-        result.start()
-        result.save()
+    try:
+        with transaction.atomic():
+            result.start()
+            result.save()
+    except ConcurrentTransition:  # stopped by a failed blocking step since it was claimed
+        result.refresh_from_db()
+        logger.info("%s of %s changed before it started", result.extractor, snapshot.pk)
+        return
     applies, reason = extractor.should_run(snapshot)
     if not applies:
         with transaction.atomic():

@@ -4,26 +4,32 @@ from __future__ import annotations
 
 import json
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.admin_display import state_badge
 from core.choices import SnapshotStatus
-from crawls.models import Crawl
-from crawls.services import crawl_hold, crawl_release
+from crawls.inputs import FORMATS, read_input
+from crawls.models import Crawl, CrawlSchedule, Profile, cron_next
+from crawls.schedules import schedule_run_now
+from crawls.seeds import InputError
+from crawls.services import check_crawl_options, crawl_hold, crawl_release, describe_steps
 
 
 @admin.register(Crawl)
 class CrawlAdmin(admin.ModelAdmin):
     list_display = ["id", "first_seed", "state", "depth", "progress", "tag_names", "created_at"]
-    list_filter = ["status", "tags", "created_at"]
+    list_filter = ["status", "tags", "profile", "schedule", "created_at"]
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "seeds", "depth", "any_host", "priority", "tag_names",
-                       "source_file", "input_summary", "notify_webhook", "notify_email",
+                       "profile", "source_file", "input_summary", "notify_webhook", "notify_email",
                        "created_by", "created_at",
                        "start_ts", "end_ts",
                        "retry_at", "snapshots_link", "report_json"]  # fmt: skip
@@ -116,3 +122,99 @@ class CrawlAdmin(admin.ModelAdmin):
         if not crawl.report:
             return "— (written when the crawl is sealed)"
         return format_html("<pre>{}</pre>", json.dumps(crawl.report, indent=2))
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    """Profiles are edited here: saving checks the steps (crawls/profiles.py) and names what is
+    wrong; a profile that crawls name cannot be deleted (their records say what ran)."""
+
+    list_display = ["name", "is_default", "step_summary", "description", "modified_at"]
+    search_fields = ["name", "description"]
+    fields = ["name", "description", "is_default", "steps", "step_summary"]
+    readonly_fields = ["step_summary"]
+
+    @admin.display(description="Steps as they run")
+    def step_summary(self, profile: Profile) -> str:
+        try:
+            return describe_steps(profile.planned_steps())
+        except ValidationError as error:
+            return f"invalid: {'; '.join(error.messages)}"
+
+
+class CrawlScheduleForm(forms.ModelForm):
+    """Checks the input and options as ``schedule add`` does, so a saved schedule runs."""
+
+    notify_webhook = forms.URLField(max_length=2048, required=False, assume_scheme="https")
+
+    class Meta:
+        model = CrawlSchedule
+        fields = ["cron", "enabled", "source", "parser", "depth", "any_host", "tags", "priority",
+                  "profile", "notify_webhook", "notify_email"]  # fmt: skip
+        widgets = {"parser": forms.Select(choices=[(f, f) for f in ["auto", *FORMATS]])}
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            read_input(data["source"].encode(), source="source", parser=data["parser"])
+            check_crawl_options(
+                depth=data["depth"],
+                priority=data["priority"],
+                tags=[data["tags"]],
+                notify_webhook=data["notify_webhook"],
+                notify_email=data["notify_email"],
+                profile=data["profile"].name if data["profile"] else "",
+            )
+        except InputError as error:
+            raise forms.ValidationError(str(error)) from None
+        return data
+
+
+@admin.register(CrawlSchedule)
+class CrawlScheduleAdmin(admin.ModelAdmin):
+    """Schedules are edited here; a new cron expression sets the next run from now."""
+
+    form = CrawlScheduleForm
+    list_display = ["id", "cron", "enabled", "next_run_at", "last_run_at", "crawl_count",
+                    "short_error"]  # fmt: skip
+    list_filter = ["enabled"]
+    search_fields = ["source", "tags"]
+    readonly_fields = ["next_run_at", "last_run_at", "last_error", "crawls_link"]
+    actions = ["run_now"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(crawl_total=Count("crawls"))
+
+    def save_model(self, request, obj, form, change):
+        if not change or "cron" in form.changed_data:
+            obj.next_run_at = cron_next(obj.cron, timezone.now())
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="Crawls", ordering="crawl_total")
+    def crawl_count(self, schedule: CrawlSchedule) -> int:
+        return schedule.crawl_total
+
+    @admin.display(description="Last error")
+    def short_error(self, schedule: CrawlSchedule) -> str:
+        return schedule.last_error[:80]
+
+    @admin.display(description="Crawls it made")
+    def crawls_link(self, schedule: CrawlSchedule) -> str:
+        url = reverse("admin:crawls_crawl_changelist") + f"?schedule__id__exact={schedule.pk}"
+        return format_html('<a href="{}">{} crawl(s)</a>', url, schedule.crawls.count())
+
+    @admin.action(description="Run selected schedules now (their next run stays)")
+    def run_now(self, request, queryset):
+        made = 0
+        for schedule in queryset:
+            try:
+                schedule_run_now(schedule=schedule)
+                made += 1
+            except InputError as error:
+                self.message_user(request, f"schedule {schedule.pk}: {error}", messages.ERROR)
+        if made:
+            self.message_user(request, f"{made} crawl(s) queued.")

@@ -1,14 +1,79 @@
-"""The Crawl: one batch of seeds to archive, with its depth and its place in the queue."""
+"""The Crawl (one batch of seeds to archive), the Profile its snapshots run, and CrawlSchedule."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from croniter import croniter
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from crawls.choices import CrawlStatus
+from crawls.profiles import PlannedStep, default_steps, plan_steps
 from orchestrator.models import WorkItem, WorkQuerySet
+
+
+class ProfileQuerySet(models.QuerySet):
+    def default(self) -> Profile | None:
+        """The stored profile marked default, or None (the built-in default applies then)."""
+        return self.filter(is_default=True).first()
+
+
+class Profile(models.Model):
+    """A named, ordered list of steps (extractors with their behaviour) a crawl runs.
+
+    ``steps`` is JSON shaped as crawls/profiles.py describes; ``clean()`` checks it. At most one
+    profile is the default for crawls that name none; with none marked, every extractor of
+    settings.EXTRACTORS runs, nonblocking.
+    """
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=300, blank=True)
+    steps = models.JSONField(
+        default=list,
+        help_text=(
+            'In run order, e.g. [{"extractor": "wget", "behaviour": "blocking"}, "title", '
+            '{"extractor": "readability", "depends_on": ["dom"]}, '
+            '{"extractor": "headers", "behaviour": "finally"}]. Behaviours: blocking, '
+            "nonblocking (the default), finally."
+        ),
+    )
+    is_default = models.BooleanField(
+        default=False, help_text="Used by crawls that name no profile (one profile at most)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    modified_at = models.DateTimeField(auto_now=True)
+
+    objects = ProfileQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"],
+                condition=models.Q(is_default=True),
+                name="one_default_profile",
+                violation_error_message="Another profile is the default already.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """Raise ValidationError on ``steps`` when they break a rule of crawls/profiles.py."""
+        try:
+            plan_steps(self.steps)
+        except ValidationError as error:
+            raise ValidationError({"steps": error.messages}) from None
+
+    def planned_steps(self) -> list[PlannedStep]:
+        """The steps as snapshots run them (raises ValidationError when they became invalid,
+        e.g. an extractor that was removed from the registry)."""
+        return plan_steps(self.steps)
 
 
 class CrawlQuerySet(WorkQuerySet):
@@ -36,6 +101,22 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         default=False, help_text="Follow links to other hosts too (default: same host only)."
     )
     tags = models.ManyToManyField("core.Tag", blank=True, related_name="crawls")
+    profile = models.ForeignKey(
+        Profile,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="crawls",
+        help_text="The steps its snapshots run; none: every extractor of settings.EXTRACTORS.",
+    )
+    schedule = models.ForeignKey(
+        "crawls.CrawlSchedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="crawls",
+        help_text="The schedule that made this crawl, if one did.",
+    )
     source_file = models.CharField(
         max_length=512, blank=True, help_text="The input as received, relative to DATA_DIR."
     )
@@ -71,6 +152,12 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         first = self.seeds.split("\n", 1)[0]
         more = self.seed_list()[1:]
         return f"Crawl {self.pk}: {first}" + (f" (+{len(more)} more)" if more else "")
+
+    def planned_steps(self) -> list[PlannedStep]:
+        """The steps each snapshot of this crawl runs: its profile's, else the built-in default
+        (read when a snapshot starts, so an edited profile applies to snapshots not yet started).
+        """
+        return self.profile.planned_steps() if self.profile else default_steps()
 
     def seed_list(self) -> list[str]:
         """Return the seed URLs in the order they were given."""
@@ -115,3 +202,69 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
     def release(self) -> None:
         """Resume a held crawl where it stopped (starting again is idempotent)."""
         self.retry_at = timezone.now()
+
+
+def cron_next(expression: str, after) -> datetime:
+    """The first time strictly after ``after`` (an aware datetime) that the 5-field cron
+    ``expression`` names, read in settings.TIME_ZONE (croniter's rules). Raises ValueError for an
+    invalid expression."""
+    if len(expression.split()) != 5 or not croniter.is_valid(expression):
+        raise ValueError(
+            f"invalid cron expression {expression!r}: five fields, minute hour day-of-month "
+            "month day-of-week, e.g. '0 * * * *' (hourly) or '30 2 * * 1' (Mondays at 02:30)"
+        )
+    return croniter(expression, timezone.localtime(after)).get_next(datetime)
+
+
+class CrawlScheduleQuerySet(models.QuerySet):
+    def due(self, now=None) -> CrawlScheduleQuerySet:
+        """Enabled schedules whose next run is at or before ``now``."""
+        return self.filter(enabled=True, next_run_at__lte=now or timezone.now())
+
+
+class CrawlSchedule(models.Model):
+    """Seeds re-crawled on a cron schedule: each run is a new Crawl of the same input, with the
+    same options (crawls/schedules.py).
+
+    ``next_run_at`` is worked out from the time of the last run, not from the run it replaces:
+    runs missed while Vellum was down are made up once, not once each.
+    """
+
+    cron = models.CharField(max_length=100, help_text="Five fields, e.g. '0 * * * *' (hourly).")
+    enabled = models.BooleanField(default=True)
+    source = models.TextField(
+        help_text="The input each run reads: URLs, a feed, a bookmarks export or JSON."
+    )
+    parser = models.CharField(max_length=16, default="auto", help_text="The input's format.")
+    depth = models.PositiveSmallIntegerField(default=0)
+    any_host = models.BooleanField(default=False)
+    tags = models.CharField(max_length=1000, blank=True, help_text="Comma-separated.")
+    priority = models.SmallIntegerField(default=0)
+    profile = models.ForeignKey(
+        Profile, null=True, blank=True, on_delete=models.PROTECT, related_name="schedules"
+    )
+    notify_webhook = models.URLField(max_length=2048, blank=True)
+    notify_email = models.CharField(max_length=512, blank=True)
+    next_run_at = models.DateTimeField(db_index=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, help_text="Why the last run made no crawl.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = CrawlScheduleQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["next_run_at", "pk"]
+
+    def __str__(self) -> str:
+        first = self.source.strip().split("\n", 1)[0][:80]
+        return f"Schedule {self.pk} ({self.cron}): {first}"
+
+    def clean(self) -> None:
+        """Raise ValidationError on ``cron`` when croniter cannot read it."""
+        try:
+            cron_next(self.cron, timezone.now())
+        except ValueError as error:
+            raise ValidationError({"cron": str(error)}) from None

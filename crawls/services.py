@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from functools import partial
 
 from django.conf import settings
@@ -17,10 +18,11 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.finalize import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
 from core.services import snapshots_tag_like_crawl
-from crawls.choices import CrawlStatus
+from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
-from crawls.models import Crawl
+from crawls.models import Crawl, Profile
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
+from crawls.profiles import PlannedStep
 from crawls.seeds import InputError, InvalidURL
 from crawls.tasks import crawl_notify
 
@@ -44,6 +46,8 @@ def crawl_create(
     strict: bool = False,
     notify_webhook: str = "",
     notify_email: str = "",
+    profile: str = "",
+    schedule=None,
 ) -> Crawl:
     """Read ``data`` (text, a feed, a bookmarks export or JSON: crawls/inputs.py) into a new
     queued Crawl.
@@ -55,15 +59,18 @@ def crawl_create(
     ``input_report``. Raises InputError (nothing saved, nothing queued) for input with no valid
     entry, empty or binary input, any bad entry when ``strict``, a depth outside 0..10, a
     priority outside a small integer's range, an invalid tag, or an invalid webhook URL or
-    email address (``notify_webhook``, ``notify_email``: where the report goes when it seals).
+    email address (``notify_webhook``, ``notify_email``: where the report goes when it seals),
+    or a ``profile`` that names no stored Profile (none: the default profile, if one is marked).
+    ``schedule`` is the CrawlSchedule that made this crawl, if one did.
     """
-    if not 0 <= depth <= MAX_DEPTH:
-        raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {depth}")
-    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
-        low, high = PRIORITY_RANGE
-        raise InputError(f"priority must be between {low} and {high}, not {priority}")
-    tag_names = _clean_tags(tags or [])
-    notify_webhook, notify_email = _clean_notify(notify_webhook, notify_email)
+    checked = check_crawl_options(
+        depth=depth,
+        priority=priority,
+        tags=tags or [],
+        notify_webhook=notify_webhook,
+        notify_email=notify_email,
+        profile=profile,
+    )
     parsed = read_input(data, source=source_name, parser=parser, strict=strict)
     source_file = _save_source(data, source_name)
     with transaction.atomic():
@@ -81,15 +88,60 @@ def crawl_create(
             priority=priority,
             source_file=source_file,
             created_by=created_by,
-            notify_webhook=notify_webhook,
-            notify_email=notify_email,
+            notify_webhook=checked.notify_webhook,
+            notify_email=checked.notify_email,
+            profile=checked.profile,
+            schedule=schedule,
         )
-        crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in tag_names])
+        crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in checked.tags])
     logger.info(
         "crawl %s queued: %d seeds (%s, %d left out), depth %d",
         crawl.pk, len(parsed.entries), parsed.format, parsed.rejected, depth,
     )  # fmt: skip
     return crawl
+
+
+@dataclass(frozen=True)
+class CheckedOptions:
+    """A crawl's options once checked: tags split and unique, addresses normalized, the
+    profile found."""
+
+    tags: list[str]
+    notify_webhook: str
+    notify_email: str
+    profile: Profile | None
+
+
+def check_crawl_options(
+    *,
+    depth: int,
+    priority: int,
+    tags: list[str],
+    notify_webhook: str,
+    notify_email: str,
+    profile: str,
+) -> CheckedOptions:
+    """Check what a person gives a crawl besides its input (crawl_create's rules); raise
+    InputError naming the first thing wrong."""
+    if not 0 <= depth <= MAX_DEPTH:
+        raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {depth}")
+    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+        low, high = PRIORITY_RANGE
+        raise InputError(f"priority must be between {low} and {high}, not {priority}")
+    webhook, email = _clean_notify(notify_webhook, notify_email)
+    return CheckedOptions(_clean_tags(tags), webhook, email, _find_profile(profile))
+
+
+def _find_profile(name: str) -> Profile | None:
+    """The stored profile called ``name`` (none given: the default one, or None for the built-in
+    default); raise InputError naming the stored ones when there is no such profile."""
+    if not name:
+        return Profile.objects.default()
+    try:
+        return Profile.objects.get(name=name)
+    except Profile.DoesNotExist:
+        stored = ", ".join(Profile.objects.values_list("name", flat=True)) or "none stored"
+        raise InputError(f"unknown profile {name!r} (profiles: {stored})") from None
 
 
 def _seed_details(parsed: ParsedInput) -> dict[str, dict]:
@@ -280,3 +332,47 @@ def _transition_crawl(crawl_id: int, transition) -> Crawl:
         logger.info("crawl %s %s", crawl.pk, crawl.status)
         return crawl
     raise ConcurrentTransition(f"crawl {crawl_id} kept changing; try again")
+
+
+# --- profiles ------------------------------------------------------------------------------------
+
+
+def profile_save(
+    *, name: str, steps: list, description: str = "", is_default: bool = False
+) -> Profile:
+    """Create the profile ``name``, or replace its steps; with ``is_default`` it becomes the
+    default (the earlier default no longer is). Return it.
+
+    Raises ValidationError (nothing saved) for an invalid name or steps (crawls/profiles.py).
+    """
+    with transaction.atomic():
+        profile = Profile.objects.select_for_update().filter(name=name).first() or Profile(
+            name=name
+        )
+        profile.steps = steps
+        profile.description = description or profile.description
+        profile.is_default = is_default or profile.is_default
+        if profile.is_default:
+            Profile.objects.filter(is_default=True).exclude(name=name).update(is_default=False)
+        profile.full_clean()
+        profile.save()
+    return profile
+
+
+def profile_remove(*, name: str) -> None:
+    """Delete the profile ``name``. Raises Profile.DoesNotExist, or ProtectedError while a
+    crawl names it (its record says which steps that crawl ran)."""
+    Profile.objects.get(name=name).delete()
+
+
+def describe_steps(steps: list[PlannedStep]) -> str:
+    """One line for people: ``wget [blocking] → title → readability (after dom)``."""
+    parts = []
+    for step in steps:
+        text = step.extractor
+        if step.behaviour != StepBehaviour.NONBLOCKING:
+            text += f" [{step.behaviour}]"
+        if step.depends_on:
+            text += f" (after {', '.join(step.depends_on)})"
+        parts.append(text)
+    return " → ".join(parts)

@@ -1,4 +1,8 @@
-"""Side work on huey for crawls (DESIGN.md §5): notifications when a crawl seals.
+"""Side work on huey for crawls (DESIGN.md §5): scheduled crawls, and notifications when a
+crawl seals.
+
+The schedules are looked at every minute: a crawl schedule due by then runs once, including
+one whose runs were missed while the consumer was down (crawls/schedules.py).
 
 Tasks take ids and plain data, never model instances. A webhook that is down is tried again
 with the same backoff as extractors (core/retries.py), honouring Retry-After, up to
@@ -10,7 +14,8 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django_huey import db_task
+from django_huey import db_periodic_task, db_task
+from huey import crontab
 
 from core.extractors.errors import Outcome
 from core.retries import backoff_delay
@@ -65,3 +70,14 @@ def webhook_send(url: str, payload: dict, attempt: int) -> None:
         "crawl %s: webhook %s given up after %d attempts: %s", crawl_id, url, attempt,
         delivery.detail,
     )  # fmt: skip
+
+
+@db_periodic_task(crontab())
+def schedules_run() -> int:
+    """Queue a crawl for every crawl schedule due now; return how many."""
+    from crawls.schedules import schedules_run_due  # crawls.services imports this module
+
+    crawls = schedules_run_due()
+    if crawls:
+        logger.info("schedules: %d crawl(s) queued", len(crawls))
+    return len(crawls)

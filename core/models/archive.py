@@ -7,12 +7,14 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, Exists, OuterRef, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Value, When
+from django.db.models.functions import Concat
+from django.db.models.lookups import Contains
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
-from crawls.choices import CrawlStatus
+from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.diskguard import disk_held
 from orchestrator.models import WorkItem, WorkQuerySet
 
@@ -145,6 +147,14 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         """True when every ArchiveResult of this snapshot is succeeded, failed or skipped."""
         return not self.results.active().exists()
 
+    def failed_blocking_result(self) -> ArchiveResult | None:
+        """The first failed result of a blocking step of this snapshot, or None."""
+        return (
+            self.results.filter(status=ResultStatus.FAILED, behaviour=StepBehaviour.BLOCKING)
+            .order_by("pk")
+            .first()
+        )
+
     # --- transitions ----------------------------------------------------------------------------
 
     @transition(field=status, source=SnapshotStatus.QUEUED, target=SnapshotStatus.STARTED)
@@ -162,6 +172,19 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     def finish(self) -> None:
         """Every extractor is done: move on to the post-processing steps."""
         self.attempts = 0
+
+    @transition(
+        field=status,
+        source=SnapshotStatus.STARTED,
+        target=SnapshotStatus.FAILED,
+        conditions=[all_results_final],
+    )
+    def abandon(self, *, error: str) -> None:
+        """A blocking step failed and every result is final: the snapshot fails without
+        finalizing, its outputs left in place for ``retry`` (crawls/profiles.py)."""
+        self.error = error
+        self.end_ts = timezone.now()
+        self.retry_at = None
 
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FINALIZING)
     def begin_finalizing(self) -> None:
@@ -227,6 +250,9 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         self.end_ts = None
 
 
+STOPPED_PREFIX = "stopped: "  # the reason of a result skipped because a blocking step failed
+
+
 class ArchiveResultQuerySet(WorkQuerySet):
     ACTIVE_STATES = ResultStatus.active()
 
@@ -239,27 +265,17 @@ class ArchiveResultQuerySet(WorkQuerySet):
             .filter(snapshot__status=SnapshotStatus.STARTED)
             .exclude(snapshot__crawl__status=CrawlStatus.HELD)
         )
-        waiting = self._waiting_on_dependencies()
-        return runnable if waiting is None else runnable.exclude(waiting)
+        return runnable.exclude(self._waiting_on_dependencies())
 
     @staticmethod
-    def _waiting_on_dependencies() -> models.Q | None:
-        """Match results whose extractor ``depends_on`` another that is not final yet on the
-        same snapshot (readability waits for dom, DESIGN.md §4); None when none depends."""
-        from core.extractors.registry import EXTRACTORS
-
-        waiting = None
-        for extractor in EXTRACTORS:
-            if not extractor.depends_on:
-                continue
-            unfinished = ArchiveResult.objects.filter(
-                snapshot=OuterRef("snapshot"),
-                extractor__in=extractor.depends_on,
-                status__in=ResultStatus.active(),
-            )
-            condition = models.Q(extractor=extractor.name) & models.Q(Exists(unfinished))
-            waiting = condition if waiting is None else waiting | condition
-        return waiting
+    def _waiting_on_dependencies() -> models.Q:
+        """Match results with a step they wait for (``depends_on``) not final yet on the same
+        snapshot: readability waits for dom, later steps for a blocking one (crawls/profiles.py).
+        """
+        unfinished = ArchiveResult.objects.filter(
+            snapshot=OuterRef("snapshot"), status__in=ResultStatus.active()
+        ).filter(Contains(OuterRef("depends_on"), Concat(Value(","), F("extractor"), Value(","))))
+        return models.Q(depends_on__gt="") & models.Q(Exists(unfinished))
 
     def claim_order(self) -> ArchiveResultQuerySet:
         """Results whose worker died first (still started, lease run out: recovering one takes
@@ -280,6 +296,17 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
 
     snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="results")
     extractor = models.CharField(max_length=32, db_index=True)
+    behaviour = models.CharField(
+        max_length=16,
+        choices=StepBehaviour.choices,
+        default=StepBehaviour.NONBLOCKING,
+        help_text="Its step's behaviour in the crawl's profile (crawls/profiles.py).",
+    )
+    depends_on = models.CharField(
+        max_length=512,
+        blank=True,
+        help_text="Extractors that must be final first, stored as ',dom,wget,' ('' for none).",
+    )
     status = FSMField(
         default=ResultStatus.QUEUED, choices=ResultStatus.choices, protected=True, db_index=True
     )
@@ -316,6 +343,28 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
     def __str__(self) -> str:
         return f"{self.extractor} of {self.snapshot.url}"
 
+    @classmethod
+    def for_step(cls, snapshot: Snapshot, step) -> ArchiveResult:
+        """A new queued result (unsaved) running ``step`` (a crawls.profiles.PlannedStep)."""
+        return cls(
+            snapshot=snapshot,
+            extractor=step.extractor,
+            behaviour=step.behaviour,
+            depends_on=f",{','.join(step.depends_on)}," if step.depends_on else "",
+            priority=snapshot.priority,
+            retry_at=timezone.now(),
+        )
+
+    @property
+    def waits_for(self) -> list[str]:
+        """The extractors this result waits for (``depends_on`` as a list)."""
+        return [name for name in self.depends_on.split(",") if name]
+
+    @property
+    def was_stopped(self) -> bool:
+        """True when a blocking step's failure stopped this result before it ran."""
+        return self.status == ResultStatus.SKIPPED and self.error.startswith(STOPPED_PREFIX)
+
     # --- transitions ----------------------------------------------------------------------------
 
     @transition(
@@ -350,6 +399,18 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         if output is not None:
             self._record_run(output)
         self.error = reason
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(
+        field=status,
+        source=[ResultStatus.QUEUED, ResultStatus.BACKOFF],
+        target=ResultStatus.SKIPPED,
+    )
+    def stop(self, *, blocking: str, error: str) -> None:
+        """The blocking step ``blocking`` (an extractor name) failed with ``error``: this one
+        will not run. Final; ``retry`` of the snapshot runs it again."""
+        self.error = f"{STOPPED_PREFIX}blocking step {blocking} failed: {error}"[:2000]
         self.end_ts = timezone.now()
         self.retry_at = None
 

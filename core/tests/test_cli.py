@@ -33,7 +33,7 @@ from model_bakery import baker
 
 from archive.testing import shared_database_url
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
-from core.management.commands import add as add_command
+from core.management import crawl_input
 from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy, Tag
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -333,7 +333,7 @@ def test_add_rejects_a_priority_out_of_range(priority: str) -> None:
 def test_add_refuses_input_larger_than_its_limit_instead_of_cutting_it(
     source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(add_command, "MAX_INPUT_BYTES", 1024)
+    monkeypatch.setattr(crawl_input, "MAX_INPUT_BYTES", 1024)
     data = f"{SEED}\n".encode() * 100  # about 3 KiB of valid URLs: cut at 1 KiB, a line breaks
     path = tmp_path / "urls.txt"
     path.write_bytes(data)

@@ -578,7 +578,9 @@ def test_a_result_waits_until_what_it_depends_on_is_final(dom_status, readabilit
     past = timezone.now() - timedelta(seconds=1)
     snapshot = make_snapshot(SnapshotStatus.STARTED)
     make_result(dom_status, snapshot, extractor="dom", retry_at=past)
-    readability = make_result(ResultStatus.QUEUED, snapshot, extractor="readability", retry_at=past)
+    readability = make_result(
+        ResultStatus.QUEUED, snapshot, extractor="readability", depends_on=",dom,", retry_at=past
+    )
     title = make_result(ResultStatus.QUEUED, snapshot, extractor="title", retry_at=past)
     # Another snapshot's dom does not hold this one's readability back, nor the reverse.
     other = make_snapshot(SnapshotStatus.STARTED)
@@ -592,7 +594,9 @@ def test_a_result_waits_until_what_it_depends_on_is_final(dom_status, readabilit
 
 def test_a_result_whose_dependency_is_not_in_the_profile_runs() -> None:
     past = timezone.now() - timedelta(seconds=1)
-    readability = make_result(ResultStatus.QUEUED, extractor="readability", retry_at=past)
+    readability = make_result(
+        ResultStatus.QUEUED, extractor="readability", depends_on=",dom,", retry_at=past
+    )
 
     assert list(ArchiveResult.objects.due()) == [readability]
 

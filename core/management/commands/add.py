@@ -7,26 +7,21 @@ arguments are all refused when one is bad: a typo there is fixed by typing again
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
+from core.management.crawl_input import add_crawl_arguments, crawl_keywords, read_crawl_input
 from core.management.database import require_migrated_database
 from core.models import StorageCopy
 from crawls.choices import CrawlStatus
-from crawls.inputs import FORMATS
 from crawls.seeds import InputError
-from crawls.services import MAX_DEPTH, crawl_create
+from crawls.services import crawl_create
 from orchestrator.display import CrawlProgress
 from orchestrator.logs import log_to_file
 from orchestrator.models import queue_held
 from orchestrator.orchestrator import Orchestrator
 
-MAX_INPUT_BYTES = 64 * 1024 * 1024
 INTERRUPTED_EXIT = 130  # the shell's convention for a command ended by SIGINT
-ARGUMENTS = "command line"  # the source name of URLs given as arguments
 FORMAT_NAMES = {"feed": "a feed", "bookmarks": "bookmarks", "json": "JSON"}
 
 
@@ -37,54 +32,17 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument(
-            "urls", nargs="*", metavar="URL", help="URLs to archive, or - for stdin."
-        )
-        parser.add_argument(
-            "--file", type=Path, help="A file of URLs: text, feed, bookmarks or JSON."
-        )
-        parser.add_argument(
-            "--parser",
-            choices=["auto", *FORMATS],
-            default="auto",
-            help="The input's format (default: detected). feed: RSS or Atom; bookmarks: the "
-            "Netscape format browsers export; json: a list of URLs or of {url, title, tags}.",
-        )
-        parser.add_argument(
-            "--depth", type=int, default=0, help=f"Links to follow from each URL (0-{MAX_DEPTH})."
-        )
-        parser.add_argument(
-            "--any-host", action="store_true", help="With --depth, follow links to other hosts too."
-        )
-        parser.add_argument("--tag", action="append", default=[], help="Tag(s), comma-separated.")
-        parser.add_argument("--priority", type=int, default=0, help="Higher runs first.")
-        parser.add_argument(
-            "--webhook", default="", help="POST the crawl's report as JSON here when it seals."
-        )
-        parser.add_argument(
-            "--email", default="", help="Email the crawl's report to these addresses (a,b)."
-        )
+        add_crawl_arguments(parser)
         parser.add_argument(
             "--wait", action="store_true", help="Archive now and return when the crawl is sealed."
         )
 
-    def handle(self, *args, urls, file, parser, depth, any_host, tag, priority, wait, **options):
-        webhook, email = options["webhook"], options["email"]
-        data, source_name = self._read_input(urls, file)
+    def handle(self, *args, urls, file, depth, wait, **options):
+        data, source_name = read_crawl_input(urls, file)
         require_migrated_database()
-        from_arguments = source_name == ARGUMENTS
         try:
             crawl = crawl_create(
-                data=data,
-                source_name=source_name,
-                depth=depth,
-                any_host=any_host,
-                tags=tag,
-                priority=priority,
-                parser="text" if from_arguments else parser,
-                strict=from_arguments,
-                notify_webhook=webhook,
-                notify_email=email,
+                data=data, source_name=source_name, **crawl_keywords(options, source_name, depth)
             )
         except InputError as error:
             raise CommandError(str(error)) from None
@@ -111,30 +69,6 @@ class Command(BaseCommand):
                 self.stderr.write(f"  {problem}")
             if more:
                 self.stderr.write(f"  ... and {more} more")
-
-    def _read_input(self, urls: list[str], file: Path | None) -> tuple[bytes, str]:
-        """Return the raw input and its name; exactly one source may be given.
-
-        A file or stdin is read up to MAX_INPUT_BYTES; a larger one is refused (CommandError)
-        rather than cut short in the middle of a line.
-        """
-        sources = bool(urls) + (file is not None)
-        if sources != 1 or (urls and "-" in urls and len(urls) > 1):
-            raise CommandError("give URLs, --file PATH, or - (stdin): exactly one of them")
-        if urls == ["-"]:
-            data, name, shown = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "stdin", "stdin"
-        elif file is not None:
-            try:
-                with open(file, "rb") as handle:
-                    data = handle.read(MAX_INPUT_BYTES + 1)
-            except OSError as error:
-                raise CommandError(f"cannot read {file}: {error.strerror}") from None
-            name, shown = file.name, str(file)
-        else:
-            return "\n".join(urls).encode(), ARGUMENTS
-        if len(data) > MAX_INPUT_BYTES:
-            raise CommandError(f"{shown} is larger than {MAX_INPUT_BYTES // 2**20} MiB")
-        return data, name
 
     def _wait_for(self, crawl) -> None:
         """Run the orchestrator until ``crawl`` is sealed and its snapshots copied to every

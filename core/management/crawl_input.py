@@ -1,0 +1,93 @@
+"""What ``manage.py add`` and ``schedule add`` share: the input (URLs, a file or stdin) and a
+crawl's options on the command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import CommandError
+
+from crawls.inputs import FORMATS
+from crawls.services import MAX_DEPTH
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+ARGUMENTS = "command line"  # the source name of URLs given as arguments
+
+
+def add_crawl_arguments(parser) -> None:
+    """Add the input (URLs, --file, -) and the crawl options to ``parser``."""
+    parser.add_argument("urls", nargs="*", metavar="URL", help="URLs to archive, or - for stdin.")
+    parser.add_argument("--file", type=Path, help="A file of URLs: text, feed, bookmarks or JSON.")
+    parser.add_argument(
+        "--parser",
+        choices=["auto", *FORMATS],
+        default="auto",
+        help="The input's format (default: detected). feed: RSS or Atom; bookmarks: the "
+        "Netscape format browsers export; json: a list of URLs or of {url, title, tags}.",
+    )
+    parser.add_argument(
+        "--depth", type=int, default=0, help=f"Links to follow from each URL (0-{MAX_DEPTH})."
+    )
+    parser.add_argument(
+        "--any-host", action="store_true", help="With --depth, follow links to other hosts too."
+    )
+    parser.add_argument("--tag", action="append", default=[], help="Tag(s), comma-separated.")
+    parser.add_argument("--priority", type=int, default=0, help="Higher runs first.")
+    parser.add_argument(
+        "--webhook", default="", help="POST the crawl's report as JSON here when it seals."
+    )
+    parser.add_argument(
+        "--email", default="", help="Email the crawl's report to these addresses (a,b)."
+    )
+    parser.add_argument(
+        "--profile",
+        default="",
+        help="The profile (steps to run) by name; default: the one marked default, else "
+        "every extractor. manage.py profile list shows them.",
+    )
+
+
+def read_crawl_input(urls: list[str], file: Path | None) -> tuple[bytes, str]:
+    """Return the raw input and its name; exactly one source may be given.
+
+    A file or stdin is read up to MAX_INPUT_BYTES; a larger one is refused (CommandError)
+    rather than cut short in the middle of a line.
+    """
+    sources = bool(urls) + (file is not None)
+    if sources != 1 or (urls and "-" in urls and len(urls) > 1):
+        raise CommandError("give URLs, --file PATH, or - (stdin): exactly one of them")
+    if urls == ["-"]:
+        data, name, shown = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "stdin", "stdin"
+    elif file is not None:
+        try:
+            with open(file, "rb") as handle:
+                data = handle.read(MAX_INPUT_BYTES + 1)
+        except OSError as error:
+            raise CommandError(f"cannot read {file}: {error.strerror}") from None
+        name, shown = file.name, str(file)
+    else:
+        return "\n".join(urls).encode(), ARGUMENTS
+    if len(data) > MAX_INPUT_BYTES:
+        raise CommandError(f"{shown} is larger than {MAX_INPUT_BYTES // 2**20} MiB")
+    return data, name
+
+
+def crawl_keywords(options: dict, source_name: str, depth: int) -> dict:
+    """The keyword arguments of crawl_create and schedule_create from the parsed options.
+
+    URLs given as arguments are plain text, and one bad URL among them refuses them all (a typo
+    there is fixed by typing again); a file's bad entries are left out and named.
+    """
+    from_arguments = source_name == ARGUMENTS
+    return {
+        "parser": "text" if from_arguments else options["parser"],
+        "strict": from_arguments,
+        "depth": depth,
+        "any_host": options["any_host"],
+        "tags": options["tag"],
+        "priority": options["priority"],
+        "profile": options["profile"],
+        "notify_webhook": options["webhook"],
+        "notify_email": options["email"],
+    }

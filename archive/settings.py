@@ -242,6 +242,13 @@ CHROMIUM_RESTART_PAGES = env_int("CHROMIUM_RESTART_PAGES", 50, minimum=1)
 DISK_HOLD_PERCENT = env_number("DISK_HOLD_PERCENT", 90, minimum=0)
 if DISK_HOLD_PERCENT > 100:
     raise ImproperlyConfigured("DISK_HOLD_PERCENT must be at most 100")
+# The estimate before a crawl starts (add --estimate, crawls/estimate.py): HEAD every seed, add up
+# the Content-Lengths, and hold a crawl whose expected size would pass the disk guard. A response
+# is stored about ESTIMATE_COPIES times (wget's copy, the WARC, the WACZ that packs the WARC).
+ESTIMATE_BEFORE_CRAWL = env_bool("ESTIMATE_BEFORE_CRAWL", False)  # as if add always said so
+ESTIMATE_COPIES = env_number("ESTIMATE_COPIES", 3, minimum=1)
+ESTIMATE_TIMEOUT = env_int("ESTIMATE_TIMEOUT", 10, minimum=1)  # seconds one HEAD may take
+ESTIMATE_WORKERS = env_int("ESTIMATE_WORKERS", 8, minimum=1)  # HEAD requests at once
 
 # --- orchestrator ------------------------------------------------------------------------------
 # Most actor processes of each kind at once.

@@ -15,6 +15,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.admin_display import state_badge
 from core.choices import SnapshotStatus
+from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
 from crawls.models import Crawl, CrawlSchedule, Profile, cron_next
 from crawls.schedules import schedule_run_now
@@ -28,11 +29,11 @@ class CrawlAdmin(admin.ModelAdmin):
     list_filter = ["status", "tags", "profile", "schedule", "created_at"]
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
-    readonly_fields = ["id", "state", "seeds", "depth", "any_host", "priority", "tag_names",
-                       "profile", "source_file", "input_summary", "notify_webhook", "notify_email",
-                       "created_by", "created_at",
-                       "start_ts", "end_ts",
-                       "retry_at", "snapshots_link", "report_json"]  # fmt: skip
+    readonly_fields = ["id", "state", "hold_reason", "seeds", "depth", "any_host", "priority",
+                       "tag_names", "profile", "schedule", "estimate_summary", "source_file",
+                       "input_summary", "notify_webhook", "notify_email", "created_by",
+                       "created_at", "start_ts", "end_ts", "retry_at", "snapshots_link",
+                       "report_json"]  # fmt: skip
     fields = readonly_fields
     actions = ["hold_crawls", "release_crawls"]
 
@@ -105,6 +106,10 @@ class CrawlAdmin(admin.ModelAdmin):
     def snapshots_link(self, crawl):
         url = reverse("admin:core_snapshot_changelist") + f"?crawl__id__exact={crawl.pk}"
         return format_html('<a href="{}">{} snapshots</a>', url, crawl.snapshots.count())
+
+    @admin.display(description="estimate")
+    def estimate_summary(self, crawl):
+        return describe_estimate(crawl.estimate) if crawl.estimate else "—"
 
     @admin.display(description="input")
     def input_summary(self, crawl):

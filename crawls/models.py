@@ -142,6 +142,12 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
     report = models.JSONField(
         default=dict, blank=True, help_text="Written on sealing: counts per state and failures."
     )
+    hold_reason = models.CharField(max_length=300, blank=True, help_text="Why it is held.")
+    estimate = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Seed sizes by HEAD before it started (crawls/estimate.py), when asked for.",
+    )
 
     objects = CrawlQuerySet.as_manager()
 
@@ -195,12 +201,20 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         self.retry_at = timezone.now()
 
     @transition(field=status, source=CrawlStatus.active(), target=CrawlStatus.HELD)
-    def hold(self) -> None:
-        """Pause the crawl: none of its records are claimed until it is released."""
+    def hold(self, *, reason: str = "") -> None:
+        """Pause the crawl: none of its records are claimed until it is released. ``reason``
+        says why (shown by the admin and ``status``)."""
+        self.hold_reason = reason[:300]
+
+    @transition(field=status, source=CrawlStatus.HELD, target=CrawlStatus.HELD)
+    def explain_hold(self, *, reason: str) -> None:
+        """Say why a held crawl stays held (e.g. its estimate would not fit on the disk)."""
+        self.hold_reason = reason[:300]
 
     @transition(field=status, source=CrawlStatus.HELD, target=CrawlStatus.QUEUED)
     def release(self) -> None:
         """Resume a held crawl where it stopped (starting again is idempotent)."""
+        self.hold_reason = ""
         self.retry_at = timezone.now()
 
 

@@ -48,6 +48,7 @@ def crawl_create(
     notify_email: str = "",
     profile: str = "",
     schedule=None,
+    hold_reason: str = "",
 ) -> Crawl:
     """Read ``data`` (text, a feed, a bookmarks export or JSON: crawls/inputs.py) into a new
     queued Crawl.
@@ -61,7 +62,8 @@ def crawl_create(
     priority outside a small integer's range, an invalid tag, or an invalid webhook URL or
     email address (``notify_webhook``, ``notify_email``: where the report goes when it seals),
     or a ``profile`` that names no stored Profile (none: the default profile, if one is marked).
-    ``schedule`` is the CrawlSchedule that made this crawl, if one did.
+    ``schedule`` is the CrawlSchedule that made this crawl, if one did. With ``hold_reason``
+    the crawl is held from the start (nothing of it runs until released), for that reason.
     """
     checked = check_crawl_options(
         depth=depth,
@@ -94,6 +96,9 @@ def crawl_create(
             schedule=schedule,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in checked.tags])
+        if hold_reason:
+            crawl.hold(reason=hold_reason)
+            crawl.save()
     logger.info(
         "crawl %s queued: %d seeds (%s, %d left out), depth %d",
         crawl.pk, len(parsed.entries), parsed.format, parsed.rejected, depth,
@@ -306,11 +311,12 @@ def crawl_report(*, crawl: Crawl) -> dict:
     }
 
 
-def crawl_hold(*, crawl_id: int) -> Crawl:
-    """Hold crawl ``crawl_id``: none of its records is claimed until it is released; work under
-    way finishes. Raises Crawl.DoesNotExist, and TransitionNotAllowed when the crawl is already
-    held or sealed. A tick saved by an actor meanwhile is read again, up to three times."""
-    return _transition_crawl(crawl_id, Crawl.hold)
+def crawl_hold(*, crawl_id: int, reason: str = "") -> Crawl:
+    """Hold crawl ``crawl_id`` (``reason``: why, shown by ``status`` and the admin): none of its
+    records is claimed until it is released; work under way finishes. Raises
+    Crawl.DoesNotExist, and TransitionNotAllowed when the crawl is already held or sealed. A tick
+    saved by an actor meanwhile is read again, up to three times."""
+    return _transition_crawl(crawl_id, partial(Crawl.hold, reason=reason))
 
 
 def crawl_release(*, crawl_id: int) -> Crawl:

@@ -28,6 +28,7 @@ class DiskUsage:
     path: Path
     used_percent: float
     hold_percent: float
+    room_bytes: int = 0  # what may still be written before the guard holds (0 once it does)
 
     @property
     def held(self) -> bool:
@@ -53,7 +54,9 @@ def disk_usage(path: Path | None = None) -> DiskUsage:
     usage = shutil.disk_usage(path)
     fillable = usage.used + usage.free
     used_percent = 100.0 * usage.used / fillable if fillable else 100.0
-    return DiskUsage(path=path, used_percent=used_percent, hold_percent=settings.DISK_HOLD_PERCENT)
+    hold_percent = settings.DISK_HOLD_PERCENT
+    room = int(fillable * hold_percent / 100) - usage.used
+    return DiskUsage(path, used_percent, hold_percent, room_bytes=max(room, 0))
 
 
 def disk_held() -> bool:

@@ -38,7 +38,7 @@ class HoldCommand(BaseCommand):
         refused = 0
         for crawl_id in ids:
             try:
-                crawl = self.change_crawl(crawl_id)
+                crawl = self.change_crawl(crawl_id, options)
             except Crawl.DoesNotExist:
                 refused += 1
                 self.stderr.write(f"crawl {crawl_id}: no such crawl")
@@ -67,7 +67,7 @@ class HoldCommand(BaseCommand):
         """The crawls ``--all`` names (a queryset)."""
         raise NotImplementedError(f"{type(self).__name__} must say what --all selects")
 
-    def change_crawl(self, crawl_id: int) -> Crawl:
+    def change_crawl(self, crawl_id: int, options) -> Crawl:
         """Run this command's transition on one crawl; return it as saved."""
         raise NotImplementedError(f"{type(self).__name__} must change a crawl")
 

@@ -7,6 +7,7 @@ arguments are all refused when one is bad: a typo there is fixed by typing again
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
@@ -14,6 +15,8 @@ from core.management.crawl_input import add_crawl_arguments, crawl_keywords, rea
 from core.management.database import require_migrated_database
 from core.models import StorageCopy
 from crawls.choices import CrawlStatus
+from crawls.estimate import ESTIMATING, crawl_estimate
+from crawls.estimate import describe as describe_estimate
 from crawls.seeds import InputError
 from crawls.services import crawl_create
 from orchestrator.display import CrawlProgress
@@ -34,24 +37,57 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         add_crawl_arguments(parser)
         parser.add_argument(
+            "--estimate",
+            action="store_true",
+            help="HEAD each URL first and say the expected size; hold the crawl if it would not "
+            "fit under the disk guard (ESTIMATE_BEFORE_CRAWL: always).",
+        )
+        parser.add_argument(
             "--wait", action="store_true", help="Archive now and return when the crawl is sealed."
         )
 
-    def handle(self, *args, urls, file, depth, wait, **options):
+    def handle(self, *args, urls, file, depth, wait, estimate, **options):
         data, source_name = read_crawl_input(urls, file)
         require_migrated_database()
+        estimate = estimate or settings.ESTIMATE_BEFORE_CRAWL
         try:
             crawl = crawl_create(
-                data=data, source_name=source_name, **crawl_keywords(options, source_name, depth)
+                data=data,
+                source_name=source_name,
+                hold_reason=ESTIMATING if estimate else "",
+                **crawl_keywords(options, source_name, depth),
             )
         except InputError as error:
             raise CommandError(str(error)) from None
         self._report_input(crawl, depth)
+        if estimate:
+            self._estimate(crawl)
         if wait:
             self._wait_for(crawl)
         else:
             self.stdout.write(
                 "The orchestrator archives it (manage.py orchestrator, or add --wait)."
+            )
+
+    def _estimate(self, crawl) -> None:
+        """Measure the seeds (HEAD) and say the expected size; a crawl that would not fit
+        under the disk guard stays held (CommandError, exit 1)."""
+        with Console(file=self.stdout._out).status(f"Asking {len(crawl.seed_list())} seed(s)..."):
+            try:
+                estimate = crawl_estimate(crawl=crawl)
+            except OSError as error:
+                raise CommandError(
+                    f"cannot measure the disk holding DATA_DIR ({error.strerror}); crawl "
+                    f"{crawl.pk} stays held: manage.py release {crawl.pk} to run it anyway"
+                ) from None
+        self.stdout.write(f"Estimate: {describe_estimate(estimate)}.")
+        for example in estimate["unknown_examples"]:
+            self.stdout.write(f"  size unknown: {example}")
+        crawl.refresh_from_db()
+        if crawl.status == CrawlStatus.HELD:
+            raise CommandError(
+                f"crawl {crawl.pk} is held: it {crawl.hold_reason.split(': ')[0]}; free space "
+                f"or raise DISK_HOLD_PERCENT, then manage.py release {crawl.pk}"
             )
 
     def _report_input(self, crawl, depth: int) -> None:
@@ -88,8 +124,8 @@ class Command(BaseCommand):
         crawl.refresh_from_db()
         if crawl.status == CrawlStatus.HELD:
             raise CommandError(
-                f"crawl {crawl.pk} was held before it finished; release it to resume "
-                f"(manage.py release {crawl.pk})"
+                f"crawl {crawl.pk} was held before it finished{_because(crawl)}; release it "
+                f"to resume (manage.py release {crawl.pk})"
             )
         if queue_held() and crawl.status != CrawlStatus.SEALED:
             raise CommandError(
@@ -125,3 +161,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  ... and {len(grouped) - 10} more (manage.py list --crawl {crawl.pk} --json)"
             )
+
+
+def _because(crawl) -> str:
+    return f" ({crawl.hold_reason})" if crawl.hold_reason else ""

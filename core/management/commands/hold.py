@@ -18,13 +18,13 @@ class Command(HoldCommand):
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
-        parser.add_argument("--reason", default="", help="With --queue: why (shown by status).")
+        parser.add_argument("--reason", default="", help="Why (shown by status and the admin).")
 
     def all_crawls(self):
         return Crawl.objects.active()
 
-    def change_crawl(self, crawl_id: int) -> Crawl:
-        return crawl_hold(crawl_id=crawl_id)
+    def change_crawl(self, crawl_id: int, options) -> Crawl:
+        return crawl_hold(crawl_id=crawl_id, reason=options["reason"])
 
     def change_queue(self, options):
         return queue_hold(reason=options["reason"][:200])

@@ -17,7 +17,7 @@ class Command(HoldCommand):
     def all_crawls(self):
         return Crawl.objects.filter(status=CrawlStatus.HELD)
 
-    def change_crawl(self, crawl_id: int) -> Crawl:
+    def change_crawl(self, crawl_id: int, options) -> Crawl:
         return crawl_release(crawl_id=crawl_id)
 
     def change_queue(self, options):

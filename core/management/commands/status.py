@@ -14,9 +14,13 @@ from rich.console import Console
 from rich.table import Table
 
 from core.management.database import require_migrated_database
+from crawls.choices import CrawlStatus
+from crawls.models import Crawl
 from orchestrator.diskguard import disk_usage
 from orchestrator.models import QueueState, QueueStatus
 from orchestrator.status import fixity_status, kind_titles, status_counts
+
+HELD_SHOWN = 20  # held crawls listed with their reasons (the count is in the table)
 
 
 class Command(BaseCommand):
@@ -35,6 +39,11 @@ class Command(BaseCommand):
         counts = status_counts()
         fixity = fixity_status()
         queue = QueueState.current()
+        held_crawls = list(
+            Crawl.objects.filter(status=CrawlStatus.HELD)
+            .order_by("pk")
+            .values("id", "hold_reason")[:HELD_SHOWN]
+        )
         try:
             disk = disk_usage()
         except OSError as error:
@@ -57,7 +66,7 @@ class Command(BaseCommand):
             }
             document = {
                 "data_dir": str(settings.DATA_DIR), "queue": hold, "disk_guard": guard, **counts,
-                "fixity": fixity,
+                "fixity": fixity, "held_crawls": held_crawls,
             }  # fmt: skip
             self.stdout.write(json.dumps(document))
             return
@@ -86,6 +95,9 @@ class Command(BaseCommand):
             ],
         )
         console.print(table)
+        for crawl in held_crawls:
+            reason = crawl["hold_reason"] or "held by an operator"
+            console.print(f"Crawl {crawl['id']} is held: {reason}.", soft_wrap=True)
         if not settings.STORAGE_TARGETS:
             console.print(
                 "No storage targets configured (STORAGE_TARGETS): snapshots are kept in "

@@ -9,6 +9,7 @@ record means an actor owns it, or that it waits for a retry; ``NULL`` means fina
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Exists
 from django.utils import timezone
 from django_fsm import FSMField, transition
 
@@ -24,10 +25,12 @@ class WorkQuerySet(models.QuerySet):
 
     def runnable(self) -> WorkQuerySet:
         """Active records that no hold pauses: the work still to do (none while the whole queue
-        is held). Models narrow this further, starting from it."""
-        if queue_held():
-            return self.none()
-        return self.active()
+        is held). Models narrow this further, starting from it.
+
+        The queue's hold is a subquery of the same statement, not a read of its own: no extra
+        round trip per claim, and no moment between reading the hold and reading the records.
+        """
+        return self.active().exclude(Exists(QueueState.objects.held()))
 
     def due(self, now=None) -> WorkQuerySet:
         """Runnable records whose ``retry_at`` has passed (claimable now)."""
@@ -74,6 +77,12 @@ class QueueStatus(models.TextChoices):
     HELD = "held", "Held"
 
 
+class QueueStateQuerySet(models.QuerySet):
+    def held(self) -> QueueStateQuerySet:
+        """The queue's row while it is held; empty while it is open."""
+        return self.filter(pk=QueueState.SINGLETON, status=QueueStatus.HELD)
+
+
 class QueueState(models.Model):
     """The one row that says whether the whole queue is held: while it is, no crawl, snapshot,
     archive result or storage copy is claimed; work under way finishes. Shared by every
@@ -85,6 +94,8 @@ class QueueState(models.Model):
     status = FSMField(default=QueueStatus.OPEN, choices=QueueStatus.choices, protected=True)
     reason = models.CharField(max_length=200, blank=True, help_text="Why the queue is held.")
     held_since = models.DateTimeField(null=True, blank=True)
+
+    objects = QueueStateQuerySet.as_manager()
 
     class Meta:
         verbose_name = "queue state"
@@ -117,4 +128,4 @@ class QueueState(models.Model):
 
 def queue_held() -> bool:
     """True while the whole queue is held (one indexed read of one row)."""
-    return QueueState.objects.filter(pk=QueueState.SINGLETON, status=QueueStatus.HELD).exists()
+    return QueueState.objects.held().exists()

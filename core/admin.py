@@ -21,11 +21,13 @@ from core.admin_display import (
     size_display,
     state_badge,
 )
+from core.admin_removal import remove_with_files
 from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
 from core.copies import copies_retry
 from core.finalize import payload_files
 from core.fixity import RestoreError, snapshot_audit, snapshot_repair
 from core.models import ArchiveResult, FixityCheck, Snapshot, SnapshotQuerySet, StorageCopy, Tag
+from core.removal import snapshot_remove
 from core.services import snapshot_rearchive, snapshot_retry_failed
 
 FIXITY_CHECKS_SHOWN = 20  # on a snapshot's page; the fixity check list has them all
@@ -173,12 +175,18 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                        "files"]  # fmt: skip
     fields = readonly_fields
     inlines = [ArchiveResultInline, StorageCopyInline, FixityCheckInline]
-    actions = ["retry_failed", "rearchive", "verify_fixity", "restore_damaged"]
+    actions = ["retry_failed", "rearchive", "verify_fixity", "restore_damaged", "remove_files"]
 
     def get_queryset(self, request):
         results = Prefetch("results", queryset=ArchiveResult.objects.order_by("pk"))
         queryset = super().get_queryset(request).prefetch_related(results, "tags")
         return with_preservation(queryset)
+
+    @admin.action(description="Remove selected snapshots and delete their folders")
+    def remove_files(self, request, queryset):
+        return remove_with_files(
+            self, request, queryset, lambda pk: snapshot_remove(snapshot_id=pk, delete_files=True)
+        )
 
     @admin.action(description="Retry failed results of selected snapshots")
     def retry_failed(self, request, queryset):

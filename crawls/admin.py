@@ -14,7 +14,11 @@ from django.utils.html import format_html
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.admin_display import state_badge
+from core.admin_removal import remove_with_files
 from core.choices import SnapshotStatus
+from core.models import Snapshot
+from core.removal import crawl_remove
+from core.services import snapshot_retry_failed
 from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
 from crawls.models import Crawl, CrawlSchedule, Profile, cron_next
@@ -35,7 +39,7 @@ class CrawlAdmin(admin.ModelAdmin):
                        "created_at", "start_ts", "end_ts", "retry_at", "snapshots_link",
                        "report_json"]  # fmt: skip
     fields = readonly_fields
-    actions = ["hold_crawls", "release_crawls"]
+    actions = ["hold_crawls", "release_crawls", "retry_failed", "remove_files"]
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -45,6 +49,18 @@ class CrawlAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.action(description="Retry failed results of selected crawls")
+    def retry_failed(self, request, queryset):
+        snapshots = Snapshot.objects.filter(crawl__in=queryset).with_failures()
+        count = sum(snapshot_retry_failed(snapshot=snapshot) for snapshot in snapshots)
+        self.message_user(request, f"{count} failed result(s) queued again.")
+
+    @admin.action(description="Remove selected crawls and delete their folders")
+    def remove_files(self, request, queryset):
+        return remove_with_files(
+            self, request, queryset, lambda pk: crawl_remove(crawl_id=pk, delete_files=True)
+        )
 
     @admin.action(description="Hold selected crawls (nothing of them is claimed)")
     def hold_crawls(self, request, queryset):

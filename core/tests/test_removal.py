@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 from django.utils import timezone
 from model_bakery import baker
 
@@ -180,3 +181,63 @@ def test_remove_asks_before_it_removes_anything() -> None:
         call_command("remove", str(snapshot.pk), stdout=StringIO())
 
     assert Snapshot.objects.filter(pk=snapshot.pk).exists()
+
+
+# --- the admin's "remove with files" actions ---------------------------------------------------
+
+
+def test_the_admin_asks_before_it_removes_snapshots_and_their_folders(admin_client) -> None:
+    snapshot = sealed_snapshot()
+    busy = make_snapshot("http://busy.example/", status=SnapshotStatus.STARTED)
+    make_result(busy, "title", status=ResultStatus.STARTED, retry_at=timezone.now() + timedelta(60))
+    changelist = reverse("admin:core_snapshot_changelist")
+    chosen = {"action": "remove_files", "_selected_action": [str(snapshot.pk), str(busy.pk)]}
+
+    asked = admin_client.post(changelist, chosen)
+
+    assert asked.status_code == 200
+    assert b"Yes, remove them and delete their folders" in asked.content
+    assert Snapshot.objects.count() == 2  # nothing happens before the answer
+
+    done = admin_client.post(changelist, {**chosen, "confirmed": "yes"}, follow=True)
+
+    shown = [str(message) for message in done.context["messages"]]
+    assert shown[0] == "1 snapshot removed, with the folders."
+    assert shown[1].startswith(f"Kept: snapshot {busy.pk}: ")
+    assert list(Snapshot.objects.all()) == [busy]
+    assert not snapshot.output_dir.exists()
+
+
+def test_the_admin_removes_a_held_crawl_and_refuses_an_active_one(admin_client) -> None:
+    sealed = sealed_snapshot()
+    active = make_crawl("http://active.example/")  # started
+    changelist = reverse("admin:crawls_crawl_changelist")
+    chosen = {
+        "action": "remove_files",
+        "_selected_action": [sealed.crawl_id, active.pk],
+        "confirmed": "yes",
+    }
+
+    done = admin_client.post(changelist, chosen, follow=True)
+
+    shown = [str(message) for message in done.context["messages"]]
+    assert shown[0] == "1 crawl removed, with the folders."
+    assert shown[1].startswith("Kept: ") and "hold it first" in shown[1]
+    assert list(Crawl.objects.all()) == [active]
+    assert not sealed.output_dir.exists()
+
+
+def test_the_crawl_admin_retries_the_failed_results_of_selected_crawls(admin_client) -> None:
+    snapshot = sealed_snapshot()  # its favicon failed
+    changelist = reverse("admin:crawls_crawl_changelist")
+
+    done = admin_client.post(
+        changelist,
+        {"action": "retry_failed", "_selected_action": [snapshot.crawl_id]},
+        follow=True,
+    )
+
+    assert [str(m) for m in done.context["messages"]] == ["1 failed result(s) queued again."]
+    favicon = snapshot.results.get(extractor="favicon")
+    assert favicon.status == ResultStatus.QUEUED
+    assert Crawl.objects.get().status == "started"  # reopened until the retry is done

@@ -26,9 +26,18 @@ from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
 from core.copies import copies_retry
 from core.finalize import payload_files
 from core.fixity import RestoreError, snapshot_audit, snapshot_repair
-from core.models import ArchiveResult, FixityCheck, Snapshot, SnapshotQuerySet, StorageCopy, Tag
+from core.models import (
+    ApiToken,
+    ArchiveResult,
+    FixityCheck,
+    Snapshot,
+    SnapshotQuerySet,
+    StorageCopy,
+    Tag,
+)
 from core.removal import snapshot_remove
 from core.services import snapshot_rearchive, snapshot_retry_failed
+from core.tokens import token_revoke
 
 FIXITY_CHECKS_SHOWN = 20  # on a snapshot's page; the fixity check list has them all
 
@@ -468,3 +477,27 @@ class FixityCheckAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 @admin.register(Tag)
 class TagAdmin(admin.ModelAdmin):
     search_fields = ["name"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are made with ``manage.py token create`` (the key is shown once, there); here
+    they are listed and revoked."""
+
+    list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    readonly_fields = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
+    fields = readonly_fields
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        for token_id in queryset.values_list("pk", flat=True):
+            token_revoke(token_id=token_id)
+        self.message_user(request, f"{queryset.count()} token(s) revoked.")

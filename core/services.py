@@ -118,19 +118,21 @@ def snapshot_retry_failed(*, snapshot: Snapshot, extractor: str | None = None) -
     Each failed result, and each one a failed blocking step stopped, starts over with fresh
     attempts (its earlier command log stays in ``logs/``); the snapshot goes back to started
     and is finalized again once they are final, so a snapshot whose finalizing failed is
-    retried too. A sealed crawl reopens. Raises TransitionNotAllowed when the snapshot is
-    still in progress.
+    retried too; with ``extractor`` and no failure of it, nothing changes. A sealed crawl
+    reopens. Raises TransitionNotAllowed when the snapshot is still in progress.
     """
+    failed = snapshot.results.filter(
+        Q(status=ResultStatus.FAILED)
+        | Q(status=ResultStatus.SKIPPED, error__startswith=STOPPED_PREFIX)
+    )
+    if extractor:
+        failed = failed.filter(extractor=extractor)
+        if not failed.exists():
+            return 0  # nothing of that extractor to run: the snapshot stays as it is
     with transaction.atomic():
         _reopen_crawl(snapshot.crawl_id)
         snapshot.retry_failed()
         snapshot.save()
-        failed = snapshot.results.filter(
-            Q(status=ResultStatus.FAILED)
-            | Q(status=ResultStatus.SKIPPED, error__startswith=STOPPED_PREFIX)
-        )
-        if extractor:
-            failed = failed.filter(extractor=extractor)
         failed = list(failed)
         for result in failed:
             result.retry()

@@ -1,5 +1,5 @@
 """Core models: what was archived (snapshots, results, tags) and the proofs that keep it
-(storage copies, fixity checks)."""
+(storage copies, fixity checks), and the API tokens that reach them."""
 
 from core.models.archive import (
     ArchiveResult,
@@ -9,8 +9,10 @@ from core.models.archive import (
     Tag,
 )
 from core.models.preservation import FixityCheck, StorageCopy, StorageCopyQuerySet
+from core.models.tokens import ApiToken
 
 __all__ = [
+    "ApiToken",
     "ArchiveResult",
     "ArchiveResultQuerySet",
     "FixityCheck",

@@ -1,0 +1,163 @@
+"""REST endpoints for snapshots and archive results (archive/api.py mounts them at
+``/api/v1/``): list and filter, get one with its outputs, retry, re-archive, remove."""
+
+# No ``from __future__ import annotations``: django-ninja reads these annotations at run time
+# (through its pagination decorator, where postponed ones cannot be resolved).
+
+import uuid
+from datetime import datetime
+
+from django.urls import reverse
+from ninja import Field, Query, Router, Schema, Status
+from ninja.pagination import PageNumberPagination, paginate
+
+from core.finalize import MANIFEST_NAME
+from core.models import ArchiveResult, Snapshot
+from core.removal import snapshot_remove
+from core.services import snapshot_rearchive, snapshot_retry_failed
+
+router = Router()
+PAGE_SIZE = 50
+
+
+class ResultOut(Schema):
+    id: int
+    snapshot_id: uuid.UUID
+    extractor: str
+    status: str
+    behaviour: str
+    attempts: int
+    output: str
+    output_size: int = Field(description="Bytes written.")
+    files: list[str] = Field(description="URLs of the files it wrote.")
+    error: str
+    cmd_version: str
+    start_ts: datetime | None
+    end_ts: datetime | None
+
+    @staticmethod
+    def resolve_files(result: ArchiveResult) -> list[str]:
+        return [file_url(result.snapshot_id, path) for path in result.output_files]
+
+
+class SnapshotOut(Schema):
+    id: uuid.UUID
+    crawl_id: int
+    url: str
+    title: str
+    status: str
+    depth: int
+    tags: list[str]
+    created_at: datetime
+    start_ts: datetime | None
+    end_ts: datetime | None
+    error: str
+
+    @staticmethod
+    def resolve_tags(snapshot: Snapshot) -> list[str]:
+        return [tag.name for tag in snapshot.tags.all()]
+
+
+class SnapshotDetail(SnapshotOut):
+    manifest_sha256: str
+    signed_by: str
+    manifest: str | None = Field(description="URL of the signed checksum manifest, once sealed.")
+    results: list[ResultOut]
+
+    @staticmethod
+    def resolve_manifest(snapshot: Snapshot) -> str | None:
+        return file_url(snapshot.pk, MANIFEST_NAME) if snapshot.manifest_sha256 else None
+
+    @staticmethod
+    def resolve_results(snapshot: Snapshot) -> list[ArchiveResult]:
+        return list(snapshot.results.order_by("pk"))
+
+
+class SnapshotFilters(Schema):
+    crawl: int | None = None
+    status: str | None = None
+    tag: str | None = None
+    url_contains: str | None = None
+
+
+class ResultFilters(Schema):
+    snapshot: uuid.UUID | None = None
+    extractor: str | None = None
+    status: str | None = None
+
+
+class RetryIn(Schema):
+    extractor: str | None = Field(None, description="Only this extractor's failures.")
+
+
+class Retried(Schema):
+    queued: int
+
+
+def file_url(snapshot_id, path: str) -> str:
+    """The URL that serves one file of a snapshot (core/views.py)."""
+    return reverse("core:snapshot_file", args=[snapshot_id, path])
+
+
+def _snapshot(snapshot_id: uuid.UUID) -> Snapshot:
+    try:
+        return Snapshot.objects.prefetch_related("tags").get(pk=snapshot_id)
+    except Snapshot.DoesNotExist:
+        raise Snapshot.DoesNotExist(f"no snapshot {snapshot_id}") from None
+
+
+@router.get("/snapshots", response=list[SnapshotOut], summary="List snapshots, newest first")
+@paginate(PageNumberPagination, page_size=PAGE_SIZE)
+def list_snapshots(request, filters: Query[SnapshotFilters]):
+    snapshots = Snapshot.objects.prefetch_related("tags")
+    if filters.crawl is not None:
+        snapshots = snapshots.filter(crawl_id=filters.crawl)
+    if filters.status:
+        snapshots = snapshots.filter(status=filters.status)
+    if filters.tag:
+        snapshots = snapshots.filter(tags__name=filters.tag)
+    if filters.url_contains:
+        snapshots = snapshots.filter(url__icontains=filters.url_contains)
+    return snapshots
+
+
+@router.get("/snapshots/{snapshot_id}", response=SnapshotDetail, summary="One snapshot")
+def get_snapshot(request, snapshot_id: uuid.UUID):
+    return _snapshot(snapshot_id)
+
+
+@router.post("/snapshots/{snapshot_id}/retry", response=Retried, summary="Retry its failures")
+def retry(request, snapshot_id: uuid.UUID, body: RetryIn | None = None):
+    snapshot = _snapshot(snapshot_id)
+    extractor = body.extractor if body else None
+    return {"queued": snapshot_retry_failed(snapshot=snapshot, extractor=extractor)}
+
+
+@router.post(
+    "/snapshots/{snapshot_id}/rearchive",
+    response=SnapshotDetail,
+    summary="Archive it again (the earlier run is kept in history/)",
+)
+def rearchive(request, snapshot_id: uuid.UUID):
+    snapshot_rearchive(snapshot=_snapshot(snapshot_id))
+    return _snapshot(snapshot_id)
+
+
+@router.delete("/snapshots/{snapshot_id}", response={204: None}, summary="Remove a snapshot")
+def remove(request, snapshot_id: uuid.UUID, delete_files: bool = False):
+    _snapshot(snapshot_id)
+    snapshot_remove(snapshot_id=snapshot_id, delete_files=delete_files)
+    return Status(204, None)
+
+
+@router.get("/results", response=list[ResultOut], summary="List archive results")
+@paginate(PageNumberPagination, page_size=PAGE_SIZE)
+def list_results(request, filters: Query[ResultFilters]):
+    results = ArchiveResult.objects.order_by("-pk")
+    if filters.snapshot:
+        results = results.filter(snapshot_id=filters.snapshot)
+    if filters.extractor:
+        results = results.filter(extractor=filters.extractor)
+    if filters.status:
+        results = results.filter(status=filters.status)
+    return results

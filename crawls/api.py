@@ -1,0 +1,161 @@
+"""REST endpoints for crawls (archive/api.py mounts them at ``/api/v1/crawls``): add URLs or a
+file's content, list and get crawls, hold, release, retry their failures, remove them."""
+
+# No ``from __future__ import annotations``: django-ninja reads these annotations at run time
+# (through its pagination decorator, where postponed ones cannot be resolved).
+
+from datetime import datetime
+
+from ninja import Field, Query, Router, Schema, Status
+from ninja.pagination import PageNumberPagination, paginate
+
+from core.models import Snapshot
+from core.removal import crawl_remove
+from core.services import snapshot_retry_failed
+from crawls.inputs import FORMATS
+from crawls.models import Crawl
+from crawls.seeds import InputError
+from crawls.services import crawl_create, crawl_hold, crawl_release
+
+router = Router()
+PAGE_SIZE = 50
+
+
+class CrawlIn(Schema):
+    """What to archive: ``urls`` (each must be valid), or ``input``, the text of a file (URLs in
+    text, RSS or Atom, a bookmarks export, JSON; its bad entries are left out and reported)."""
+
+    urls: list[str] | None = None
+    input: str | None = None
+    parser: str = Field("auto", description=f"auto, or one of {', '.join(FORMATS)}")
+    depth: int = 0
+    any_host: bool = False
+    tags: list[str] = []
+    priority: int = 0
+    profile: str = ""
+    webhook: str = ""
+    email: str = ""
+
+
+class CrawlOut(Schema):
+    id: int
+    status: str
+    seeds: list[str]
+    depth: int
+    any_host: bool
+    priority: int
+    tags: list[str]
+    profile: str | None
+    hold_reason: str
+    created_at: datetime
+    start_ts: datetime | None
+    end_ts: datetime | None
+    input_report: dict
+    report: dict
+    estimate: dict
+
+    @staticmethod
+    def resolve_seeds(crawl: Crawl) -> list[str]:
+        return crawl.seed_list()
+
+    @staticmethod
+    def resolve_tags(crawl: Crawl) -> list[str]:
+        return [tag.name for tag in crawl.tags.all()]
+
+    @staticmethod
+    def resolve_profile(crawl: Crawl) -> str | None:
+        return crawl.profile.name if crawl.profile else None
+
+
+class CrawlDetail(CrawlOut):
+    snapshot_counts: dict[str, int] = Field(description="Its snapshots per state.")
+
+    @staticmethod
+    def resolve_snapshot_counts(crawl: Crawl) -> dict[str, int]:
+        return crawl.snapshots.count_by_status()
+
+
+class CrawlFilters(Schema):
+    status: str | None = None
+    tag: str | None = None
+
+
+class HoldIn(Schema):
+    reason: str = ""
+
+
+class Retried(Schema):
+    queued: int = Field(description="Failed results queued again.")
+
+
+def _crawl(crawl_id: int) -> Crawl:
+    try:
+        return Crawl.objects.select_related("profile").get(pk=crawl_id)
+    except Crawl.DoesNotExist:
+        raise Crawl.DoesNotExist(f"no crawl {crawl_id}") from None
+
+
+@router.post("", response={201: CrawlDetail}, summary="Add URLs as a new crawl")
+def add(request, body: CrawlIn):
+    if (body.urls is None) == (body.input is None):
+        raise InputError("give urls (a list) or input (a file's text): exactly one of them")
+    from_urls = body.urls is not None
+    crawl = crawl_create(
+        data=("\n".join(body.urls) if from_urls else body.input).encode(),
+        source_name="api urls" if from_urls else "api input",
+        parser="text" if from_urls else body.parser,
+        strict=from_urls,
+        depth=body.depth,
+        any_host=body.any_host,
+        tags=body.tags,
+        priority=body.priority,
+        profile=body.profile,
+        notify_webhook=body.webhook,
+        notify_email=body.email,
+        created_by=request.auth,
+    )
+    return Status(201, _crawl(crawl.pk))
+
+
+@router.get("", response=list[CrawlOut], summary="List crawls, newest first")
+@paginate(PageNumberPagination, page_size=PAGE_SIZE)
+def list_crawls(request, filters: Query[CrawlFilters]):
+    crawls = Crawl.objects.select_related("profile").prefetch_related("tags")
+    if filters.status:
+        crawls = crawls.filter(status=filters.status)
+    if filters.tag:
+        crawls = crawls.filter(tags__name=filters.tag)
+    return crawls
+
+
+@router.get("/{crawl_id}", response=CrawlDetail, summary="One crawl, with its report")
+def get_crawl(request, crawl_id: int):
+    return _crawl(crawl_id)
+
+
+@router.post("/{crawl_id}/hold", response=CrawlDetail, summary="Hold a crawl")
+def hold(request, crawl_id: int, body: HoldIn | None = None):
+    _crawl(crawl_id)
+    crawl_hold(crawl_id=crawl_id, reason=body.reason if body else "")
+    return _crawl(crawl_id)
+
+
+@router.post("/{crawl_id}/release", response=CrawlDetail, summary="Release a held crawl")
+def release(request, crawl_id: int):
+    _crawl(crawl_id)
+    crawl_release(crawl_id=crawl_id)
+    return _crawl(crawl_id)
+
+
+@router.post("/{crawl_id}/retry", response=Retried, summary="Retry a crawl's failed results")
+def retry(request, crawl_id: int):
+    crawl = _crawl(crawl_id)
+    snapshots = Snapshot.objects.for_crawl(crawl).with_failures()
+    return {"queued": sum(snapshot_retry_failed(snapshot=snapshot) for snapshot in snapshots)}
+
+
+@router.delete("/{crawl_id}", response={204: None}, summary="Remove a crawl (held or sealed)")
+def remove(request, crawl_id: int, delete_files: bool = False):
+    _crawl(crawl_id)
+    crawl_remove(crawl_id=crawl_id, delete_files=delete_files)
+    return Status(204, None)

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_huey",
+    "axes",
     "crawls",
     "core",
     "orchestrator",
@@ -86,6 +87,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its answer
 ]
 
 ROOT_URLCONF = "archive.urls"
@@ -131,6 +133,18 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
 
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Failed sign-ins are counted per user name and address (django-axes): after LOGIN_FAILURE_LIMIT
+# of them that pair is locked out for LOGIN_COOLOFF_MINUTES, whatever the password.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -264,6 +264,10 @@ ESTIMATE_COPIES = env_number("ESTIMATE_COPIES", 3, minimum=1)
 ESTIMATE_TIMEOUT = env_int("ESTIMATE_TIMEOUT", 10, minimum=1)  # seconds one HEAD may take
 ESTIMATE_WORKERS = env_int("ESTIMATE_WORKERS", 8, minimum=1)  # HEAD requests at once
 
+# The archive's pages (/, /snapshot/<id>/) and files: open to anyone, or (the default) only to
+# signed-in staff users.
+PUBLIC_ARCHIVE = env_bool("PUBLIC_ARCHIVE", False)
+
 # --- orchestrator ------------------------------------------------------------------------------
 # Most actor processes of each kind at once.
 ACTORS_CRAWL = env_int("ACTORS_CRAWL", 1, minimum=1)

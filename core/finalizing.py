@@ -32,6 +32,7 @@ from core.integrity import check_snapshot
 from core.models import ArchiveResult, Snapshot
 from core.packaging import PackagingError, build_wacz
 from core.retries import LEASE_EXPIRED, backoff_delay
+from core.search import snapshot_index_text
 from core.signing import (
     SigningKeyError,
     ensure_signing_key,
@@ -89,6 +90,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         snapshot.seal(manifest_sha256=manifest_sha256, signed_by=signed_by)
         snapshot.save()
         copies_queue(snapshot=snapshot)
+        snapshot_index_text(snapshot=snapshot)
     wake_crawl_if_done(snapshot)
 
 

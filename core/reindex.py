@@ -27,6 +27,7 @@ from django.core.management.color import no_style
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Min
 
+from core.choices import SnapshotStatus
 from core.finalize import INDEX_NAME
 from core.indexfile import (
     CrawlRecord,
@@ -35,6 +36,7 @@ from core.indexfile import (
     read_folder,
 )
 from core.models import ArchiveResult, Snapshot, Tag
+from core.search import snapshot_index_text
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.services import crawl_report
@@ -333,6 +335,9 @@ def _restore_batch(
         for values in entry.results
     ]
     ArchiveResult.objects.bulk_create(results, batch_size=BATCH_SIZE)
+    sealed = Snapshot.objects.filter(pk__in=[s.pk for s in snapshots], status=SnapshotStatus.SEALED)
+    for snapshot in sealed:
+        snapshot_index_text(snapshot=snapshot)  # found by search again
     restored.snapshots, restored.results = len(snapshots), len(results)
     restored.crawls = [record.id for record in new_crawls]
     return restored

@@ -7,7 +7,6 @@ import mimetypes
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import (
     FileResponse,
     Http404,
@@ -19,6 +18,7 @@ from django.http import (
 from django.views.decorators.http import require_safe
 
 from core import signing
+from core.access import reader_required
 from core.models import Snapshot
 
 # Archived pages are untrusted code: scripts in them must not reach this app's origin.
@@ -47,7 +47,7 @@ def resolve_snapshot_file(snapshot: Snapshot, relative: str) -> Path:
     return path
 
 
-@staff_member_required
+@reader_required
 def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> FileResponse:
     """Return one file of a snapshot, sandboxed so archived scripts cannot act as Vellum."""
     try:

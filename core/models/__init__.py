@@ -9,6 +9,7 @@ from core.models.archive import (
     Tag,
 )
 from core.models.preservation import FixityCheck, StorageCopy, StorageCopyQuerySet
+from core.models.search import SnapshotText
 from core.models.tokens import ApiToken
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "FixityCheck",
     "Snapshot",
     "SnapshotQuerySet",
+    "SnapshotText",
     "StorageCopy",
     "StorageCopyQuerySet",
     "Tag",

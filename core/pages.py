@@ -1,0 +1,120 @@
+"""The archive's own pages: the index of snapshots with full-text search, and one snapshot with
+every output it has (core/access.py says who may read them)."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_safe
+
+from core.access import reader_required
+from core.choices import ResultStatus
+from core.extractors.registry import BY_NAME
+from core.finalize import MANIFEST_NAME, SIGNATURE_NAME
+from core.models import ArchiveResult, Snapshot
+from core.packaging import WACZ_NAME
+from core.search import search_snapshot_ids
+
+PER_PAGE = 50
+# Outputs a snapshot page shows as images; the others are listed as links to their files
+# (archived HTML and PDFs open on their own, sandboxed: core/views.py).
+IMAGE_EXTRACTORS = {"screenshot", "favicon"}
+
+
+@require_safe
+@reader_required
+def archive_index(request: HttpRequest) -> HttpResponse:
+    """The snapshots, newest first, 50 a page; with ``?q=`` those matching every word, best
+    match first (core/search.py)."""
+    query = request.GET.get("q", "").strip()
+    if query:
+        ids = search_snapshot_ids(query)
+        page = Paginator(ids, PER_PAGE).get_page(request.GET.get("page"))
+        found = _with_results(Snapshot.objects.filter(pk__in=list(page.object_list)))
+        by_id = {snapshot.pk: snapshot for snapshot in found}
+        snapshots = [by_id[pk] for pk in page.object_list if pk in by_id]
+    else:
+        page = Paginator(_with_results(Snapshot.objects.order_by("-created_at")), PER_PAGE)
+        page = page.get_page(request.GET.get("page"))
+        snapshots = list(page.object_list)
+    rows = [_row(snapshot) for snapshot in snapshots]
+    return render(request, "vellum/index.html", {"rows": rows, "page": page, "query": query})
+
+
+@require_safe
+@reader_required
+def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
+    """One snapshot: its state, every result with its files, and its proofs."""
+    try:
+        snapshot = Snapshot.objects.select_related("crawl").get(pk=snapshot_id)
+    except Snapshot.DoesNotExist:
+        raise Http404("no such snapshot") from None
+    results = list(snapshot.results.order_by("pk"))
+    folder = snapshot.output_dir
+    proofs = [
+        (label, _file_url(snapshot, name))
+        for label, name in [
+            ("WACZ", WACZ_NAME),
+            ("checksum manifest", MANIFEST_NAME),
+            ("signature", SIGNATURE_NAME),
+        ]
+        if (folder / name).is_file()
+    ]
+    context = {
+        "snapshot": snapshot,
+        "tags": list(snapshot.tags.values_list("name", flat=True)),
+        "outputs": [_output(snapshot, result) for result in results],
+        "proofs": proofs,
+    }
+    return render(request, "vellum/snapshot.html", context)
+
+
+def _with_results(snapshots):
+    lean = ArchiveResult.objects.only(
+        "snapshot_id", "extractor", "status", "output", "output_files"
+    )
+    return snapshots.prefetch_related(Prefetch("results", queryset=lean.order_by("pk")), "tags")
+
+
+def _row(snapshot: Snapshot) -> dict:
+    """What the index shows of one snapshot: favicon, thumbnail, and a mark per extractor."""
+    results = list(snapshot.results.all())
+    succeeded = {r.extractor: r for r in results if r.status == ResultStatus.SUCCEEDED}
+    return {
+        "snapshot": snapshot,
+        "favicon": _main_file(snapshot, succeeded.get("favicon")),
+        "thumbnail": _main_file(snapshot, succeeded.get("screenshot")),
+        "marks": [(r.extractor, r.status) for r in results],
+        "tags": [tag.name for tag in snapshot.tags.all()],
+    }
+
+
+def _output(snapshot: Snapshot, result: ArchiveResult) -> dict:
+    main = _main_file(snapshot, result) if result.status == ResultStatus.SUCCEEDED else None
+    kind = "link"
+    if result.extractor in IMAGE_EXTRACTORS:
+        kind = "image"
+    elif result.extractor == "title":
+        kind = "value"
+    return {
+        "result": result,
+        "known": result.extractor in BY_NAME,
+        "main": main,
+        "kind": kind,
+        "files": [(path, _file_url(snapshot, path)) for path in result.output_files],
+    }
+
+
+def _main_file(snapshot: Snapshot, result: ArchiveResult | None) -> str | None:
+    """The URL of a result's main output file, when it has one."""
+    if result is None or not result.output:
+        return None
+    path = f"{result.extractor}/{result.output}"
+    return _file_url(snapshot, path) if path in result.output_files else None
+
+
+def _file_url(snapshot: Snapshot, path: str) -> str:
+    return reverse("core:snapshot_file", args=[snapshot.pk, path])

@@ -1,0 +1,95 @@
+"""Full-text search over sealed snapshots: titles, URLs, tags and the text of the page.
+
+SQLite uses its FTS5 table (``core_snapshottext_fts``), PostgreSQL its full-text search over a
+GIN index (migration core 0007). A query is a list of words, all required, each matching a word
+of the page or its beginning (``arch`` finds "archive"); quotes and operators people type are
+taken as words, so no input is a syntax error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from django.db import connection
+
+from core.extractors.htmltotext import OUTPUT_TXT
+from core.extractors.readability import CONTENT_TXT
+from core.models import Snapshot, SnapshotText
+
+logger = logging.getLogger(__name__)
+
+MAX_TEXT_CHARS = 200_000  # of a page's text kept for search: the first ~50 pages of a book
+MAX_RESULTS = 1000  # matches ranked for one query
+WORD = re.compile(r"\w+", re.UNICODE)
+# Where the page's text is, best first: readability's article, else htmltotext's whole page.
+TEXT_SOURCES = (f"readability/{CONTENT_TXT}", f"htmltotext/{OUTPUT_TXT}")
+
+
+def snapshot_index_text(*, snapshot: Snapshot) -> SnapshotText:
+    """Write (or rewrite) ``snapshot``'s row of the search index from its folder and record."""
+    text = ""
+    for relative in TEXT_SOURCES:
+        path = snapshot.output_dir / relative
+        if path.is_file():
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(MAX_TEXT_CHARS)
+            break
+    row, _created = SnapshotText.objects.update_or_create(
+        snapshot=snapshot,
+        defaults={
+            "title": snapshot.title,
+            # PostgreSQL's parser keeps "docs.example.org" as one token: add its parts as words.
+            "url": f"{snapshot.url} {' '.join(WORD.findall(snapshot.url))}",
+            "tags": " ".join(snapshot.tags.values_list("name", flat=True)),
+            "text": text,
+        },
+    )
+    return row
+
+
+def search_words(query: str) -> list[str]:
+    """The words of ``query`` that are searched for (letters and digits; at most 20)."""
+    return WORD.findall(query.lower())[:20]
+
+
+def search_snapshot_ids(query: str, *, limit: int = MAX_RESULTS) -> list:
+    """Ids of the snapshots matching every word of ``query``, best match first (at most
+    ``limit``); an empty list for a query without words."""
+    words = search_words(query)
+    if not words:
+        return []
+    if connection.vendor == "postgresql":
+        return _search_postgres(words, limit)
+    return _search_sqlite(words, limit)
+
+
+def _search_sqlite(words: list[str], limit: int) -> list:
+    # Each word quoted (so FTS5 reads no operator into it) and a prefix: "arch"* finds archive.
+    match = " ".join(f'"{word}"*' for word in words)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT t.snapshot_id FROM core_snapshottext_fts f "
+            "JOIN core_snapshottext t ON t.id = f.rowid "
+            "WHERE core_snapshottext_fts MATCH %s ORDER BY f.rank LIMIT %s",
+            [match, limit],
+        )
+        return [_as_id(row[0]) for row in cursor.fetchall()]
+
+
+def _search_postgres(words: list[str], limit: int) -> list:
+    query = " & ".join(f"{word}:*" for word in words)
+    document = "to_tsvector('simple', title || ' ' || url || ' ' || tags || ' ' || text)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT snapshot_id FROM core_snapshottext "
+            f"WHERE {document} @@ to_tsquery('simple', %s) "
+            f"ORDER BY ts_rank({document}, to_tsquery('simple', %s)) DESC LIMIT %s",
+            [query, query, limit],
+        )
+        return [_as_id(row[0]) for row in cursor.fetchall()]
+
+
+def _as_id(value):
+    """A snapshot id as the ORM gives it (SQLite returns the UUID's hex text)."""
+    return Snapshot._meta.pk.to_python(value)

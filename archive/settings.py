@@ -158,6 +158,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# htmx (npm, package.json) for the live progress page, served with the app's own static files.
+STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist")]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

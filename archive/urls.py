@@ -12,5 +12,6 @@ admin.site.index_title = "Web archive"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    path("", include("crawls.urls")),
     path("", include("core.urls")),
 ]

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from crawls import views
+
+app_name = "crawls"
+
+urlpatterns = [
+    path("add/", views.add_page, name="add"),
+    path("crawl/<int:crawl_id>/", views.crawl_page, name="progress"),
+    path("crawl/<int:crawl_id>/progress/", views.crawl_progress, name="progress_fragment"),
+]

@@ -12,10 +12,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django_fsm import ConcurrentTransition
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
@@ -51,8 +52,16 @@ def snapshot_tick(*, snapshot: Snapshot) -> None:
 
 
 def snapshot_start(*, snapshot: Snapshot) -> None:
-    """Start ``snapshot``: create one queued ArchiveResult per step of its crawl's profile."""
-    steps = snapshot.crawl.planned_steps()
+    """Start ``snapshot``: create one queued ArchiveResult per step of its crawl's profile.
+
+    A profile that no longer passes its rules (an extractor since removed from the registry)
+    holds the crawl with the reason, and the snapshot waits: fix the profile, then release.
+    """
+    try:
+        steps = snapshot.crawl.planned_steps()
+    except ValidationError as error:
+        _hold_for_profile(snapshot.crawl_id, "; ".join(error.messages))
+        return
     with transaction.atomic():
         snapshot.start()
         snapshot.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
@@ -60,6 +69,18 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
         ArchiveResult.objects.bulk_create(
             [ArchiveResult.for_step(snapshot, step) for step in steps], ignore_conflicts=True
         )
+
+
+def _hold_for_profile(crawl_id: int, problem: str) -> None:
+    crawl = Crawl.objects.select_related("profile").get(pk=crawl_id)
+    reason = f"its profile {crawl.profile} is invalid: {problem}"
+    try:
+        with transaction.atomic():
+            crawl.hold(reason=reason)
+            crawl.save()
+    except (TransitionNotAllowed, ConcurrentTransition):
+        return  # held or changed meanwhile: its snapshots are not claimed either way
+    logger.error("crawl %s held: %s", crawl_id, reason)
 
 
 def snapshot_check_results(*, snapshot: Snapshot) -> None:

@@ -401,3 +401,19 @@ def test_the_admin_saves_a_valid_profile_and_names_what_is_wrong(admin_client) -
     assert response.status_code == 200
     assert "cannot depend on itself" in response.content.decode()
     assert not Profile.objects.filter(name="cycle").exists()
+
+
+def test_a_profile_that_became_invalid_holds_its_crawl_with_the_reason() -> None:
+    profile = profile_save(name="old", steps=["title", "headers"])
+    crawl = crawl_create(data=b"http://a.example/", source_name="t", profile="old")
+    Profile.objects.filter(pk=profile.pk).update(steps=["title", "retired"])  # code changed
+    crawl_kind, snapshot_kind = work_types()["crawl"], work_types()["snapshot"]
+    crawl_kind.tick(claim_next(Crawl, lease_seconds=crawl_kind.lease_seconds))
+
+    snapshot_kind.tick(claim_next(Snapshot, lease_seconds=snapshot_kind.lease_seconds))
+
+    crawl.refresh_from_db()
+    assert crawl.status == CrawlStatus.HELD
+    assert crawl.hold_reason.startswith("its profile old is invalid: step 2: unknown extractor")
+    snapshot = Snapshot.objects.get()
+    assert snapshot.status == SnapshotStatus.QUEUED and not snapshot.results.exists()

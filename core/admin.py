@@ -22,7 +22,7 @@ from core.admin_display import (
     state_badge,
 )
 from core.admin_removal import remove_with_files
-from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
+from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
 from core.copies import copies_retry
 from core.finalize import payload_files
 from core.fixity import RestoreError, snapshot_audit, snapshot_repair
@@ -171,8 +171,8 @@ class FixityCheckInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(Snapshot)
 class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["url_link", "title", "state", "results", "fixity", "copies", "crawl", "depth",
-                    "created_at"]  # fmt: skip
+    list_display = ["thumbnail", "url_link", "title", "state", "results", "fixity", "copies",
+                    "crawl", "depth", "created_at"]  # fmt: skip
     list_filter = ["status", FixityFilter, "crawl", "tags", "created_at", "results__extractor"]
     search_fields = ["url", "title"]
     date_hierarchy = "created_at"
@@ -299,6 +299,22 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def url_link(self, snapshot):
         return format_html('<a href="{}" rel="noreferrer" target="_blank">{}</a>', snapshot.url,
                            snapshot.url)  # fmt: skip
+
+    @admin.display(description="")
+    def thumbnail(self, snapshot):
+        """The screenshot, small, linking to the snapshot's page (from the prefetched results)."""
+        for result in snapshot.results.all():
+            if result.extractor == "screenshot" and result.status == ResultStatus.SUCCEEDED:
+                image = reverse(
+                    "core:snapshot_file", args=[snapshot.pk, f"screenshot/{result.output}"]
+                )
+                return format_html(
+                    '<a href="{}"><img src="{}" alt="" loading="lazy" width="96" height="60" '
+                    'style="object-fit: cover; object-position: top"></a>',
+                    reverse("core:snapshot", args=[snapshot.pk]),
+                    image,
+                )
+        return format_html('<a href="{}">page</a>', reverse("core:snapshot", args=[snapshot.pk]))
 
     @admin.display(description="state", ordering="status")
     def state(self, snapshot):

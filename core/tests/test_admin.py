@@ -913,3 +913,20 @@ def test_fixity_checks_are_never_added_changed_or_deleted(
     check = FixityCheck.objects.get(pk=check.pk)
     assert check.outcome == FixityOutcome.FLAGGED
     assert check.problems == ["checksum mismatch: title/title.txt", "missing: index.json"]
+
+
+def test_snapshot_changelist_shows_the_screenshot_linking_to_the_snapshot_page(
+    admin_client: Client, preserved: Preserved
+) -> None:
+    snapshot = baker.make(
+        Snapshot, crawl=preserved.crawl, url="http://shot.example/", status=SnapshotStatus.SEALED
+    )
+    baker.make(
+        ArchiveResult, snapshot=snapshot, extractor="screenshot",
+        status=ResultStatus.SUCCEEDED, output="screenshot.png",
+    )  # fmt: skip
+
+    page_html = admin_client.get(reverse("admin:core_snapshot_changelist")).content.decode()
+
+    assert f'src="/archive/{snapshot.pk}/screenshot/screenshot.png"' in page_html
+    assert f'href="/snapshot/{snapshot.pk}/"' in page_html

@@ -25,7 +25,7 @@ from core.extractors.process import CommandCancelled
 from core.extractors.registry import get_extractor
 from core.finalize import INDEX_NAME, TEMP_PREFIX
 from core.finalizing import snapshot_finalize, wake_crawl_if_done
-from core.models import ArchiveResult, Snapshot
+from core.models import ArchiveResult, Snapshot, SnapshotQuerySet
 from core.models.archive import STOPPED_PREFIX
 from core.packaging import WACZ_NAME
 from core.retries import LEASE_EXPIRED, backoff_delay
@@ -72,14 +72,14 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
 
 
 def _hold_for_profile(crawl_id: int, problem: str) -> None:
-    crawl = Crawl.objects.select_related("profile").get(pk=crawl_id)
-    reason = f"its profile {crawl.profile} is invalid: {problem}"
+    from crawls.services import crawl_hold  # crawls.services imports this module
+
+    profile = Crawl.objects.filter(pk=crawl_id).values_list("profile__name", flat=True).first()
+    reason = f"its profile {profile} is invalid: {problem}"
     try:
-        with transaction.atomic():
-            crawl.hold(reason=reason)
-            crawl.save()
-    except (TransitionNotAllowed, ConcurrentTransition):
-        return  # held or changed meanwhile: its snapshots are not claimed either way
+        crawl_hold(crawl_id=crawl_id, reason=reason)
+    except TransitionNotAllowed:
+        return  # held already (or sealed): its snapshots are not claimed either way
     logger.error("crawl %s held: %s", crawl_id, reason)
 
 
@@ -160,6 +160,15 @@ def snapshot_retry_failed(*, snapshot: Snapshot, extractor: str | None = None) -
             result.save()
     logger.info("snapshot %s: %d failed results queued again", snapshot.pk, len(failed))
     return len(failed)
+
+
+def snapshots_retry_failed(*, snapshots: SnapshotQuerySet, extractor: str | None = None) -> int:
+    """Retry the failed results of every finished snapshot of ``snapshots`` that has some (see
+    snapshot_retry_failed); return how many results were queued again."""
+    return sum(
+        snapshot_retry_failed(snapshot=snapshot, extractor=extractor)
+        for snapshot in snapshots.with_failures()
+    )
 
 
 def _reopen_crawl(crawl_id: int) -> None:

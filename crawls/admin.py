@@ -18,7 +18,7 @@ from core.admin_removal import remove_with_files
 from core.choices import SnapshotStatus
 from core.models import Snapshot
 from core.removal import crawl_remove
-from core.services import snapshot_retry_failed
+from core.services import snapshots_retry_failed
 from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
 from crawls.models import Crawl, CrawlSchedule, Profile, cron_next
@@ -52,8 +52,7 @@ class CrawlAdmin(admin.ModelAdmin):
 
     @admin.action(description="Retry failed results of selected crawls")
     def retry_failed(self, request, queryset):
-        snapshots = Snapshot.objects.filter(crawl__in=queryset).with_failures()
-        count = sum(snapshot_retry_failed(snapshot=snapshot) for snapshot in snapshots)
+        count = snapshots_retry_failed(snapshots=Snapshot.objects.filter(crawl__in=queryset))
         self.message_user(request, f"{count} failed result(s) queued again.")
 
     @admin.action(description="Remove selected crawls and delete their folders")

@@ -11,7 +11,7 @@ from ninja.pagination import PageNumberPagination, paginate
 
 from core.models import Snapshot
 from core.removal import crawl_remove
-from core.services import snapshot_retry_failed
+from core.services import snapshots_retry_failed
 from crawls.inputs import FORMATS
 from crawls.models import Crawl
 from crawls.seeds import InputError
@@ -135,23 +135,20 @@ def get_crawl(request, crawl_id: int):
 
 @router.post("/{crawl_id}/hold", response=CrawlDetail, summary="Hold a crawl")
 def hold(request, crawl_id: int, body: HoldIn | None = None):
-    _crawl(crawl_id)
-    crawl_hold(crawl_id=crawl_id, reason=body.reason if body else "")
-    return _crawl(crawl_id)
+    _crawl(crawl_id)  # a 404 that names the crawl
+    return crawl_hold(crawl_id=crawl_id, reason=body.reason if body else "")
 
 
 @router.post("/{crawl_id}/release", response=CrawlDetail, summary="Release a held crawl")
 def release(request, crawl_id: int):
-    _crawl(crawl_id)
-    crawl_release(crawl_id=crawl_id)
-    return _crawl(crawl_id)
+    _crawl(crawl_id)  # a 404 that names the crawl
+    return crawl_release(crawl_id=crawl_id)
 
 
 @router.post("/{crawl_id}/retry", response=Retried, summary="Retry a crawl's failed results")
 def retry(request, crawl_id: int):
     crawl = _crawl(crawl_id)
-    snapshots = Snapshot.objects.for_crawl(crawl).with_failures()
-    return {"queued": sum(snapshot_retry_failed(snapshot=snapshot) for snapshot in snapshots)}
+    return {"queued": snapshots_retry_failed(snapshots=Snapshot.objects.for_crawl(crawl))}
 
 
 @router.delete("/{crawl_id}", response={204: None}, summary="Remove a crawl (held or sealed)")

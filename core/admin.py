@@ -15,6 +15,7 @@ from core.admin_display import (
     copies_summary,
     file_links,
     fixity_badge,
+    main_file_url,
     main_output_link,
     problem_list,
     result_badges,
@@ -303,18 +304,17 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="")
     def thumbnail(self, snapshot):
         """The screenshot, small, linking to the snapshot's page (from the prefetched results)."""
+        page = reverse("core:snapshot", args=[snapshot.pk])
         for result in snapshot.results.all():
-            if result.extractor == "screenshot" and result.status == ResultStatus.SUCCEEDED:
-                image = reverse(
-                    "core:snapshot_file", args=[snapshot.pk, f"screenshot/{result.output}"]
-                )
+            image = main_file_url(snapshot, result) if result.extractor == "screenshot" else None
+            if image and result.status == ResultStatus.SUCCEEDED:
                 return format_html(
                     '<a href="{}"><img src="{}" alt="" loading="lazy" width="96" height="60" '
                     'style="object-fit: cover; object-position: top"></a>',
-                    reverse("core:snapshot", args=[snapshot.pk]),
+                    page,
                     image,
                 )
-        return format_html('<a href="{}">page</a>', reverse("core:snapshot", args=[snapshot.pk]))
+        return format_html('<a href="{}">page</a>', page)
 
     @admin.display(description="state", ordering="status")
     def state(self, snapshot):

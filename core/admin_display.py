@@ -25,6 +25,12 @@ def file_url(snapshot: Snapshot, relative: str) -> str:
     return reverse("core:snapshot_file", args=[snapshot.pk, relative])
 
 
+def main_file_url(snapshot: Snapshot, result: ArchiveResult | None) -> str | None:
+    """The URL of a result's main output file, when it has one (``result`` may be None)."""
+    path = main_output_path(result) if result is not None else None
+    return file_url(snapshot, path) if path else None
+
+
 def main_output_path(result: ArchiveResult) -> str | None:
     """Return the main output's path in the snapshot folder, if ``output`` names a file."""
     if not result.output:

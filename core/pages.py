@@ -7,10 +7,10 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from core.access import reader_required
+from core.admin_display import file_url, main_file_url
 from core.choices import ResultStatus
 from core.extractors.registry import BY_NAME
 from core.finalize import MANIFEST_NAME, SIGNATURE_NAME
@@ -55,7 +55,7 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
     results = list(snapshot.results.order_by("pk"))
     folder = snapshot.output_dir
     proofs = [
-        (label, _file_url(snapshot, name))
+        (label, file_url(snapshot, name))
         for label, name in [
             ("WACZ", WACZ_NAME),
             ("checksum manifest", MANIFEST_NAME),
@@ -85,15 +85,15 @@ def _row(snapshot: Snapshot) -> dict:
     succeeded = {r.extractor: r for r in results if r.status == ResultStatus.SUCCEEDED}
     return {
         "snapshot": snapshot,
-        "favicon": _main_file(snapshot, succeeded.get("favicon")),
-        "thumbnail": _main_file(snapshot, succeeded.get("screenshot")),
+        "favicon": main_file_url(snapshot, succeeded.get("favicon")),
+        "thumbnail": main_file_url(snapshot, succeeded.get("screenshot")),
         "marks": [(r.extractor, r.status) for r in results],
         "tags": [tag.name for tag in snapshot.tags.all()],
     }
 
 
 def _output(snapshot: Snapshot, result: ArchiveResult) -> dict:
-    main = _main_file(snapshot, result) if result.status == ResultStatus.SUCCEEDED else None
+    main = main_file_url(snapshot, result) if result.status == ResultStatus.SUCCEEDED else None
     kind = "link"
     if result.extractor in IMAGE_EXTRACTORS:
         kind = "image"
@@ -104,17 +104,5 @@ def _output(snapshot: Snapshot, result: ArchiveResult) -> dict:
         "known": result.extractor in BY_NAME,
         "main": main,
         "kind": kind,
-        "files": [(path, _file_url(snapshot, path)) for path in result.output_files],
+        "files": [(path, file_url(snapshot, path)) for path in result.output_files],
     }
-
-
-def _main_file(snapshot: Snapshot, result: ArchiveResult | None) -> str | None:
-    """The URL of a result's main output file, when it has one."""
-    if result is None or not result.output:
-        return None
-    path = f"{result.extractor}/{result.output}"
-    return _file_url(snapshot, path) if path in result.output_files else None
-
-
-def _file_url(snapshot: Snapshot, path: str) -> str:
-    return reverse("core:snapshot_file", args=[snapshot.pk, path])

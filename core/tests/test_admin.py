@@ -924,6 +924,7 @@ def test_snapshot_changelist_shows_the_screenshot_linking_to_the_snapshot_page(
     baker.make(
         ArchiveResult, snapshot=snapshot, extractor="screenshot",
         status=ResultStatus.SUCCEEDED, output="screenshot.png",
+        output_files=["screenshot/screenshot.png"],
     )  # fmt: skip
 
     page_html = admin_client.get(reverse("admin:core_snapshot_changelist")).content.decode()

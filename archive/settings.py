@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 import huey
@@ -79,6 +80,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.middleware.ReplayHostMiddleware",  # first: the replay host sees no cookies, no app
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -269,6 +271,19 @@ ESTIMATE_WORKERS = env_int("ESTIMATE_WORKERS", 8, minimum=1)  # HEAD requests at
 # The archive's pages (/, /snapshot/<id>/) and files: open to anyone, or (the default) only to
 # signed-in staff users.
 PUBLIC_ARCHIVE = env_bool("PUBLIC_ARCHIVE", False)
+
+# Replay (core/replay.py) runs archived scripts, so it lives on a host of its own: "host" or
+# "host:port", e.g. "replay.archive.example". Empty: "replay.localhost" on the app's port when
+# the archive is opened on a loopback name, and no replay on any other host.
+REPLAY_HOST = env_str("REPLAY_HOST", "")
+REPLAY_LINK_MAX_AGE = env_int("REPLAY_LINK_MAX_AGE", 12 * 3600, minimum=60)  # seconds
+# ReplayWeb.page's ui.js and sw.js (npm, package.json), served on the replay host.
+REPLAY_ASSETS_DIR = BASE_DIR / "node_modules" / "replaywebpage"
+ALLOWED_HOSTS += [
+    name
+    for name in ["replay.localhost", urlsplit(f"//{REPLAY_HOST.strip()}").hostname or ""]
+    if name and name not in ALLOWED_HOSTS
+]
 
 # --- orchestrator ------------------------------------------------------------------------------
 # Most actor processes of each kind at once.

@@ -227,3 +227,14 @@ class MotoS3Server:
                 **options,
             },
         }
+
+
+def artifact_path(name: str) -> Path:
+    """Return where a test saves ``name`` (a screenshot) for people to look at after the run:
+    ``$VELLUM_TEST_ARTIFACTS`` or ``test-artifacts/`` in the checkout (git ignores it)."""
+    root = Path(
+        os.environ.get("VELLUM_TEST_ARTIFACTS") or Path(__file__).parent.parent / "test-artifacts"
+    )
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -16,6 +16,7 @@ from core.extractors.registry import BY_NAME
 from core.finalize import MANIFEST_NAME, SIGNATURE_NAME
 from core.models import ArchiveResult, Snapshot
 from core.packaging import WACZ_NAME
+from core.replay import replay_url
 from core.search import search_snapshot_ids
 
 PER_PAGE = 50
@@ -54,6 +55,7 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
         raise Http404("no such snapshot") from None
     results = list(snapshot.results.order_by("pk"))
     folder = snapshot.output_dir
+    has_wacz = (folder / WACZ_NAME).is_file()
     proofs = [
         (label, file_url(snapshot, name))
         for label, name in [
@@ -68,6 +70,8 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
         "tags": list(snapshot.tags.values_list("name", flat=True)),
         "outputs": [_output(snapshot, result) for result in results],
         "proofs": proofs,
+        "has_wacz": has_wacz,
+        "replay": replay_url(request, snapshot.pk) if has_wacz else None,
     }
     return render(request, "vellum/snapshot.html", context)
 

@@ -1,0 +1,44 @@
+"""Keep the replay host (core/replay.py) apart from the app: no cookies, no app pages."""
+
+from __future__ import annotations
+
+from http.cookies import SimpleCookie
+
+from django.http import HttpRequest, HttpResponse, HttpResponseNotFound
+
+from core.replay import is_replay_request
+
+REPLAY_PATH_PREFIX = "/replay/"
+
+
+class ReplayHostMiddleware:
+    """On the replay host, answer only ``/replay/...`` and drop cookies both ways; on the app's
+    hosts, refuse ``/replay/...`` so archived scripts never run on the app's origin.
+
+    It runs first, so the session and CSRF middleware never see a cookie sent to the replay
+    host (a cookie set for a parent domain would otherwise reach it) and never set one there.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        on_replay_host = is_replay_request(request)
+        if on_replay_host != request.path.startswith(REPLAY_PATH_PREFIX):
+            return _not_here(on_replay_host)
+        if not on_replay_host:
+            return self.get_response(request)
+        request.META.pop("HTTP_COOKIE", None)
+        request.COOKIES = {}
+        response = self.get_response(request)
+        response.cookies = SimpleCookie()
+        return response
+
+
+def _not_here(on_replay_host: bool) -> HttpResponseNotFound:
+    message = (
+        "This host only replays archived pages; open the archive on its own host.\n"
+        if on_replay_host
+        else "Replays open on the archive's replay host (settings.REPLAY_HOST), never here.\n"
+    )
+    return HttpResponseNotFound(message, content_type="text/plain; charset=utf-8")

@@ -1,0 +1,86 @@
+"""The replay host's pages (core/replay.py): a snapshot's replay page, its WACZ, and
+ReplayWeb.page's own files. None of them reads a session: a signed link says which snapshot."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseNotFound
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_exempt, xframe_options_sameorigin
+from django.views.decorators.http import require_safe
+
+from core.middleware import REPLAY_PATH_PREFIX
+from core.models import Snapshot
+from core.packaging import WACZ_NAME
+from core.replay import ReplayLinkError, snapshot_id_from_link
+
+# ReplayWeb.page's front end and its service worker; the worker's scope is the folder it is
+# served from, so both live right under /replay/.
+REPLAY_ASSETS = {"ui.js", "sw.js"}
+
+
+@require_safe
+@xframe_options_exempt  # the snapshot page on the app's host embeds it
+def replay_page(request: HttpRequest, token: str) -> HttpResponse:
+    """Replay the snapshot a signed link names, from its WACZ, with ReplayWeb.page.
+
+    Answers 404 for a forged or expired link and for a snapshot without a WACZ.
+    """
+    snapshot, problem = _linked_snapshot(token)
+    if problem:
+        return _not_found(problem)
+    context = {
+        "snapshot": snapshot,
+        "source": reverse("core:replay_wacz", args=[token]),
+        "replay_base": REPLAY_PATH_PREFIX,
+        "timestamp": snapshot.created_at.strftime("%Y%m%d%H%M%S"),
+    }
+    return render(request, "vellum/replay.html", context)
+
+
+@require_safe
+@xframe_options_sameorigin  # the replay page frames it
+def replay_app(request: HttpRequest) -> HttpResponse:
+    """Return ReplayWeb.page's app page, which the replay page frames (its service worker
+    serves this page itself once it runs; this answers the first load, before it does)."""
+    return render(request, "vellum/replay_app.html")
+
+
+@require_safe
+def replay_wacz(request: HttpRequest, token: str) -> HttpResponse:
+    """Return the WACZ of the snapshot a signed link names (404 for a bad link or no WACZ)."""
+    snapshot, problem = _linked_snapshot(token)
+    if problem:
+        return _not_found(problem)
+    handle = open(snapshot.output_dir / WACZ_NAME, "rb")  # noqa: SIM115 - FileResponse closes it
+    response = FileResponse(handle, content_type="application/wacz")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_safe
+def replay_asset(request: HttpRequest, name: str) -> FileResponse:
+    """Return ReplayWeb.page's ``ui.js`` or ``sw.js`` from settings.REPLAY_ASSETS_DIR."""
+    path = settings.REPLAY_ASSETS_DIR / name
+    if name not in REPLAY_ASSETS or not path.is_file():
+        raise Http404("no such replay file (npm ci installs ReplayWeb.page)")
+    response = FileResponse(open(path, "rb"), content_type="text/javascript")  # noqa: SIM115
+    response["Cache-Control"] = "no-cache"  # a new Vellum release brings a new worker at once
+    return response
+
+
+def _linked_snapshot(token: str) -> tuple[Snapshot | None, str]:
+    """Return (the snapshot a link names, "") or (None, why it cannot be replayed)."""
+    try:
+        snapshot_id = snapshot_id_from_link(token)
+    except ReplayLinkError as error:
+        return None, str(error)
+    snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
+    if snapshot is None or not (snapshot.output_dir / WACZ_NAME).is_file():
+        return None, "This snapshot has nothing to replay (no WACZ)."
+    return snapshot, ""
+
+
+def _not_found(message: str) -> HttpResponseNotFound:
+    return HttpResponseNotFound(message + "\n", content_type="text/plain; charset=utf-8")

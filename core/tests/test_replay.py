@@ -1,0 +1,180 @@
+"""Replay on a host of its own (core/replay.py): signed links, what the replay host serves and
+refuses, cookies kept off it, and the snapshot page's link to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core import signing
+from django.test import Client
+from model_bakery import baker
+
+from core.choices import SnapshotStatus
+from core.models import Snapshot
+from core.packaging import WACZ_NAME
+from core.replay import (
+    TOKEN_SALT,
+    ReplayLinkError,
+    replay_url,
+    sign_link,
+    snapshot_id_from_link,
+)
+from crawls.models import Crawl
+
+pytestmark = pytest.mark.django_db
+
+REPLAY_HOST = "replay.localhost:8000"
+APP_HOST = "127.0.0.1:8000"
+WACZ_BYTES = b"PK\x03\x04 a WACZ is a ZIP file"
+
+
+@pytest.fixture(autouse=True)
+def data_dir(settings, tmp_path: Path) -> Path:
+    settings.DATA_DIR = tmp_path
+    settings.ARCHIVE_DIR = tmp_path / "archive"
+    settings.PUBLIC_ARCHIVE = False
+    settings.REPLAY_HOST = ""
+    return tmp_path
+
+
+@pytest.fixture
+def snapshot() -> Snapshot:
+    """A sealed snapshot with a WACZ."""
+    crawl = baker.make(Crawl, seeds="https://example.com/")
+    snapshot = baker.make(
+        Snapshot, crawl=crawl, url="https://example.com/", status=SnapshotStatus.SEALED
+    )
+    snapshot.output_dir.mkdir(parents=True)
+    (snapshot.output_dir / WACZ_NAME).write_bytes(WACZ_BYTES)
+    return snapshot
+
+
+@pytest.fixture
+def staff_client() -> Client:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("keeper", is_staff=True))
+    return client
+
+
+def replay_get(path: str, **headers) -> object:
+    return Client().get(path, HTTP_HOST=REPLAY_HOST, **headers)
+
+
+def test_a_link_names_its_snapshot(snapshot: Snapshot) -> None:
+    assert snapshot_id_from_link(sign_link(snapshot.pk)) == snapshot.pk
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "not-a-token",
+        signing.dumps("0195d2a0-0000-7000-8000-00000000000a", salt="another purpose"),
+        signing.dumps("not a uuid", salt=TOKEN_SALT),
+    ],
+)
+def test_forged_or_malformed_links_are_refused(token: str) -> None:
+    with pytest.raises(ReplayLinkError, match="not valid"):
+        snapshot_id_from_link(token)
+
+
+def test_an_old_link_has_expired(settings, snapshot: Snapshot) -> None:
+    token = sign_link(snapshot.pk)
+    settings.REPLAY_LINK_MAX_AGE = -1  # any link is older than that
+    with pytest.raises(ReplayLinkError, match="expired"):
+        snapshot_id_from_link(token)
+
+
+def test_the_replay_page_loads_replaywebpage_with_the_snapshots_wacz(snapshot: Snapshot) -> None:
+    token = sign_link(snapshot.pk)
+    response = replay_get(f"/replay/{token}/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert '<script src="/replay/ui.js">' in html
+    assert f'source="/replay/{token}/snapshot.wacz"' in html
+    assert 'url="https://example.com/"' in html
+    assert 'replayBase="/replay/"' in html
+
+
+def test_the_replay_host_serves_the_wacz_and_replaywebpages_files(snapshot: Snapshot) -> None:
+    wacz = replay_get(f"/replay/{sign_link(snapshot.pk)}/snapshot.wacz")
+    worker = replay_get("/replay/sw.js")
+    front = replay_get("/replay/ui.js")
+    app = replay_get("/replay/")
+    assert wacz.status_code == 200 and b"".join(wacz.streaming_content) == WACZ_BYTES
+    assert worker.status_code == 200 and worker["Content-Type"] == "text/javascript"
+    assert front.status_code == 200 and b"".join(front.streaming_content).strip()
+    assert app.status_code == 200 and b"<replay-app-main>" in app.content
+
+
+def test_a_bad_link_or_a_snapshot_without_wacz_is_not_found(snapshot: Snapshot) -> None:
+    (snapshot.output_dir / WACZ_NAME).unlink()
+    missing = replay_get(f"/replay/{sign_link(snapshot.pk)}/")
+    forged = replay_get("/replay/forged:token/snapshot.wacz")
+    assert missing.status_code == 404 and b"no WACZ" in missing.content
+    assert forged.status_code == 404 and b"not valid" in forged.content
+
+
+@pytest.mark.parametrize("path", ["/admin/", "/", "/api/v1/status", "/add/", "/keys.json"])
+def test_the_replay_host_serves_nothing_of_the_app(path: str) -> None:
+    response = replay_get(path)
+    assert response.status_code == 404
+    assert b"only replays archived pages" in response.content
+
+
+def test_the_apps_host_serves_no_replay(snapshot: Snapshot, staff_client: Client) -> None:
+    for path in [f"/replay/{sign_link(snapshot.pk)}/", "/replay/sw.js", "/replay/"]:
+        response = staff_client.get(path, HTTP_HOST=APP_HOST)
+        assert response.status_code == 404, path
+        assert b"replay host" in response.content
+
+
+def test_cookies_never_reach_the_replay_host_nor_come_from_it(
+    snapshot: Snapshot, staff_client: Client
+) -> None:
+    """Even a session cookie that reached the replay host (a cookie set for a parent domain
+    would) is dropped before the app could read it, and the replay host sets none."""
+    session = staff_client.cookies["sessionid"].value
+    response = Client().get(
+        f"/replay/{sign_link(snapshot.pk)}/",
+        HTTP_HOST=REPLAY_HOST,
+        HTTP_COOKIE=f"sessionid={session}; csrftoken=abc",
+    )
+    assert response.status_code == 200
+    assert response.cookies == {}
+    assert response.wsgi_request.COOKIES == {}
+    assert not response.wsgi_request.user.is_authenticated
+
+
+def test_the_snapshot_page_links_to_its_replay_on_the_replay_host(
+    snapshot: Snapshot, staff_client: Client
+) -> None:
+    html = staff_client.get(f"/snapshot/{snapshot.pk}/", HTTP_HOST=APP_HOST).content.decode()
+    prefix = f'href="http://{REPLAY_HOST}/replay/'
+    assert prefix in html
+    token = html.split(prefix, 1)[1].split("/", 1)[0]
+    assert snapshot_id_from_link(token) == snapshot.pk
+
+
+def test_a_configured_replay_host_is_used_on_any_host(settings, rf, snapshot: Snapshot) -> None:
+    settings.REPLAY_HOST = "replay.archive.example"
+    request = rf.get("/", HTTP_HOST="archive.example", secure=True)
+    assert replay_url(request, snapshot.pk).startswith("https://replay.archive.example/replay/")
+
+
+def test_a_public_host_without_a_replay_host_gets_no_replay_and_says_why(
+    settings, snapshot: Snapshot, staff_client: Client
+) -> None:
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "archive.example"]
+    html = staff_client.get(f"/snapshot/{snapshot.pk}/", HTTP_HOST="archive.example").content
+    assert b"/replay/" not in html
+    assert b"set REPLAY_HOST" in html
+
+
+def test_a_snapshot_without_wacz_has_no_replay_link(
+    snapshot: Snapshot, staff_client: Client
+) -> None:
+    (snapshot.output_dir / WACZ_NAME).unlink()
+    html = staff_client.get(f"/snapshot/{snapshot.pk}/", HTTP_HOST=APP_HOST).content
+    assert b"/replay/" not in html

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_huey",
     "axes",
+    "django_fsm",  # its admin templates: the transition buttons (core/admin_transitions.py)
     "crawls",
     "core",
     "orchestrator",

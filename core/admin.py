@@ -23,6 +23,7 @@ from core.admin_display import (
     state_badge,
 )
 from core.admin_removal import remove_with_files
+from core.admin_transitions import ServiceTransitionsMixin
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
 from core.copies import copies_retry
 from core.finalize import payload_files
@@ -170,8 +171,23 @@ class FixityCheckInline(ReadOnlyAdminMixin, admin.TabularInline):
         return problem_list(check.problems, limit=10)
 
 
+def _retry_failed(snapshot: Snapshot) -> str:
+    count = snapshot_retry_failed(snapshot=snapshot)
+    return f"{count} failed result(s) queued again; the snapshot is finalized again after them."
+
+
+def _rearchive(snapshot: Snapshot) -> str:
+    moved_to = snapshot_rearchive(snapshot=snapshot)
+    return f"Queued to be archived again; the earlier run is kept in {moved_to}/."
+
+
+def _retry_result(result: ArchiveResult) -> str:
+    count = snapshot_retry_failed(snapshot=result.snapshot, extractor=result.extractor)
+    return f"{result.extractor}: {count} result(s) queued again."
+
+
 @admin.register(Snapshot)
-class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["thumbnail", "url_link", "title", "state", "results", "fixity", "copies",
                     "crawl", "depth", "created_at"]  # fmt: skip
     list_filter = ["status", FixityFilter, "crawl", "tags", "created_at", "results__extractor"]
@@ -186,6 +202,8 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     fields = readonly_fields
     inlines = [ArchiveResultInline, StorageCopyInline, FixityCheckInline]
     actions = ["retry_failed", "rearchive", "verify_fixity", "restore_damaged", "remove_files"]
+    fsm_services = {"retry_failed": _retry_failed, "rearchive": _rearchive}
+    fsm_labels = {"retry_failed": "Retry failed results", "rearchive": "Re-archive"}
 
     def get_queryset(self, request):
         results = Prefetch("results", queryset=ArchiveResult.objects.order_by("pk"))
@@ -366,7 +384,7 @@ class SnapshotAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(ArchiveResult)
-class ArchiveResultAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["extractor", "state", "snapshot_url", "attempts", "output_link", "short_error",
                     "end_ts"]  # fmt: skip
     list_filter = ["status", "extractor", "snapshot__crawl", "snapshot__tags", "created_at"]
@@ -378,6 +396,7 @@ class ArchiveResultAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                        "error", "created_at",
                        "start_ts", "end_ts", "retry_at"]  # fmt: skip
     fields = readonly_fields
+    fsm_services = {"retry": _retry_result}
 
     @admin.display(description="state", ordering="status")
     def state(self, result):

@@ -15,6 +15,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.admin_display import state_badge
 from core.admin_removal import remove_with_files
+from core.admin_transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
 from core.models import Snapshot
 from core.removal import crawl_remove
@@ -27,8 +28,18 @@ from crawls.seeds import InputError
 from crawls.services import check_crawl_options, crawl_hold, crawl_release, describe_steps
 
 
+def _hold(crawl: Crawl, reason: str = "") -> str:
+    crawl_hold(crawl_id=crawl.pk, reason=reason)
+    return f"Crawl {crawl.pk} held: none of its work is claimed until it is released."
+
+
+def _release(crawl: Crawl) -> str:
+    crawl_release(crawl_id=crawl.pk)
+    return f"Crawl {crawl.pk} released: it resumes where it stopped."
+
+
 @admin.register(Crawl)
-class CrawlAdmin(admin.ModelAdmin):
+class CrawlAdmin(ServiceTransitionsMixin, admin.ModelAdmin):
     list_display = ["id", "first_seed", "state", "depth", "progress", "tag_names", "created_at"]
     list_filter = ["status", "tags", "profile", "schedule", "created_at"]
     search_fields = ["seeds"]
@@ -40,6 +51,8 @@ class CrawlAdmin(admin.ModelAdmin):
                        "report_json"]  # fmt: skip
     fields = readonly_fields
     actions = ["hold_crawls", "release_crawls", "retry_failed", "remove_files"]
+    fsm_services = {"hold": _hold, "release": _release}
+    fsm_forms = {"hold": HoldForm}
 
     def has_add_permission(self, request, obj=None):
         return False

@@ -22,6 +22,7 @@ from core.admin_display import (
     size_display,
     state_badge,
 )
+from core.admin_export import export_download
 from core.admin_removal import remove_with_files
 from core.admin_transitions import ServiceTransitionsMixin
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
@@ -201,7 +202,8 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
                        "files"]  # fmt: skip
     fields = readonly_fields
     inlines = [ArchiveResultInline, StorageCopyInline, FixityCheckInline]
-    actions = ["retry_failed", "rearchive", "verify_fixity", "restore_damaged", "remove_files"]
+    actions = ["retry_failed", "rearchive", "verify_fixity", "restore_damaged", "export_bagit",
+               "export_wacz", "remove_files"]  # fmt: skip
     fsm_services = {"retry_failed": _retry_failed, "rearchive": _rearchive}
     fsm_labels = {"retry_failed": "Retry failed results", "rearchive": "Re-archive"}
 
@@ -215,6 +217,14 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         return remove_with_files(
             self, request, queryset, lambda pk: snapshot_remove(snapshot_id=pk, delete_files=True)
         )
+
+    @admin.action(description="Export selected snapshots as a BagIt bag (ZIP download)")
+    def export_bagit(self, request, queryset):
+        return export_download(self, request, list(queryset.order_by("pk")), format="bagit")
+
+    @admin.action(description="Export selected snapshots' WACZ files (ZIP download)")
+    def export_wacz(self, request, queryset):
+        return export_download(self, request, list(queryset.order_by("pk")), format="wacz")
 
     @admin.action(description="Retry failed results of selected snapshots")
     def retry_failed(self, request, queryset):

@@ -14,9 +14,11 @@ from django.utils.html import format_html
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.admin_display import state_badge
+from core.admin_export import export_download
 from core.admin_removal import remove_with_files
 from core.admin_transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
+from core.export import select_snapshots
 from core.models import Snapshot
 from core.removal import crawl_remove
 from core.services import snapshots_retry_failed
@@ -50,7 +52,7 @@ class CrawlAdmin(ServiceTransitionsMixin, admin.ModelAdmin):
                        "created_at", "start_ts", "end_ts", "retry_at", "snapshots_link",
                        "report_json"]  # fmt: skip
     fields = readonly_fields
-    actions = ["hold_crawls", "release_crawls", "retry_failed", "remove_files"]
+    actions = ["hold_crawls", "release_crawls", "retry_failed", "export_wacz", "remove_files"]
     fsm_services = {"hold": _hold, "release": _release}
     fsm_forms = {"hold": HoldForm}
 
@@ -62,6 +64,18 @@ class CrawlAdmin(ServiceTransitionsMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.action(description="Export a crawl as WACZ: one per snapshot and one for the crawl")
+    def export_wacz(self, request, queryset):
+        crawls = list(queryset[:2])
+        if len(crawls) != 1:
+            self.message_user(request, "Select one crawl to export.", level=messages.WARNING)
+            return None
+        selection = select_snapshots(crawl_id=crawls[0].pk)
+        return export_download(
+            self, request, selection.snapshots, format="wacz",
+            identifier=selection.identifier, crawl=selection.crawl,
+        )  # fmt: skip
 
     @admin.action(description="Retry failed results of selected crawls")
     def retry_failed(self, request, queryset):

@@ -491,3 +491,90 @@ def test_destination_inside_the_archive_is_refused(templates, archive_dir: Path)
 
     assert "is inside the archive folder" in error
     assert not dest.exists()
+
+
+# --- the admin's export actions (core/admin_export.py) -------------------------------------------
+
+
+@pytest.fixture
+def admin_client():
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("root", "root@example.com"))
+    return client
+
+
+def admin_action(client, model: str, action: str, pks: list) -> object:
+    return client.post(
+        f"/admin/{model}/",
+        {"action": action, "_selected_action": [str(pk) for pk in pks]},
+        follow=True,
+    )
+
+
+def unzip(response, tmp_path: Path) -> Path:
+    """Extract a ZIP download into a new folder; return the folder."""
+    target = tmp_path / "download"
+    with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))) as archive:
+        archive.extractall(target)
+    return target
+
+
+def test_admin_exports_selected_snapshots_as_a_bag_that_validates(
+    admin_client, templates, tmp_path: Path, settings
+) -> None:
+    crawl = make_crawl()
+    snapshots = [add_snapshot(crawl, templates[name]) for name in ("page0", "page1")]
+    response = admin_action(
+        admin_client, "core/snapshot", "export_bagit", [s.pk for s in snapshots]
+    )
+    disposition = response["Content-Disposition"]
+    (bag,) = unzip(response, tmp_path).iterdir()
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    assert disposition.startswith('attachment; filename="vellum-selection-')
+    assert disposition.endswith('-bagit.zip"')
+    assert bagit_validate(bag).returncode == 0
+    assert {path.name for path in (bag / "data").iterdir()} == {str(s.pk) for s in snapshots}
+    assert not list(Path(settings.DATA_DIR).glob(".export-*"))  # the temporary folder is gone
+
+
+def test_admin_exports_a_crawl_as_wacz_files_and_one_for_the_crawl(
+    admin_client, templates, tmp_path: Path
+) -> None:
+    crawl = make_crawl()
+    snapshots = [add_snapshot(crawl, templates[name]) for name in ("page0", "page1")]
+    response = admin_action(admin_client, "crawls/crawl", "export_wacz", [crawl.pk])
+    folder = unzip(response, tmp_path) / f"crawl-{crawl.pk}"
+    names = {path.name for path in folder.iterdir()}
+    assert f'filename="vellum-crawl-{crawl.pk}-wacz.zip"' in response["Content-Disposition"]
+    assert names == {f"{s.pk}.wacz" for s in snapshots} | {f"crawl-{crawl.pk}.wacz"}
+    assert all(validate_wacz(folder / name, timeout=TIMEOUT) == [] for name in names)
+
+
+def test_admin_export_of_nothing_exportable_says_why(admin_client, templates) -> None:
+    queued = add_snapshot(make_crawl(), templates["page0"], status=SnapshotStatus.QUEUED)
+    response = admin_action(admin_client, "core/snapshot", "export_wacz", [queued.pk])
+    messages = [str(message) for message in response.context["messages"]]
+    assert response["Content-Type"].startswith("text/html")
+    assert messages == [
+        "Nothing to export: 1 not sealed (only sealed snapshots that pass their fixity check are)."
+    ]
+
+
+def test_admin_export_sends_large_selections_to_the_command(
+    admin_client, templates, monkeypatch
+) -> None:
+    from core import admin_export
+
+    monkeypatch.setattr(admin_export, "ADMIN_EXPORT_LIMIT", 1)
+    crawl = make_crawl()
+    snapshots = [add_snapshot(crawl, templates[name]) for name in ("page0", "page1")]
+    response = admin_action(
+        admin_client, "core/snapshot", "export_bagit", [s.pk for s in snapshots]
+    )
+    messages = [str(message) for message in response.context["messages"]]
+    assert messages == [
+        "2 snapshots are more than the admin exports at once (1): use manage.py export."
+    ]

@@ -9,11 +9,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from core import signing
 from core.access import reader_required
 from core.admin_display import file_url, main_file_url
 from core.choices import ResultStatus
 from core.extractors.registry import BY_NAME
-from core.finalize import MANIFEST_NAME, SIGNATURE_NAME
+from core.finalize import MANIFEST_NAME, SIGNATURE_NAME, sha256_file
 from core.models import ArchiveResult, Snapshot
 from core.packaging import WACZ_NAME
 from core.replay import replay_url
@@ -70,10 +71,30 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
         "tags": list(snapshot.tags.values_list("name", flat=True)),
         "outputs": [_output(snapshot, result) for result in results],
         "proofs": proofs,
+        "proof": _proof_status(snapshot) if snapshot.manifest_sha256 else None,
+        "last_check": snapshot.fixity_checks.order_by("-checked_at").first(),
         "has_wacz": has_wacz,
         "replay": replay_url(request, snapshot.pk) if has_wacz else None,
     }
     return render(request, "vellum/snapshot.html", context)
+
+
+def _proof_status(snapshot: Snapshot) -> list[str]:
+    """Return what is wrong with a sealed snapshot's proofs right now ([] when its manifest is
+    the one sealed and its signature verifies with a key this archive trusts)."""
+    folder = snapshot.output_dir
+    try:
+        problems = (
+            []
+            if sha256_file(folder / MANIFEST_NAME) == snapshot.manifest_sha256
+            else [f"{MANIFEST_NAME} is not the manifest sealed"]
+        )
+    except OSError:
+        problems = [f"{MANIFEST_NAME} is missing or unreadable"]
+    try:
+        return problems + signing.verify_signature(folder)
+    except signing.SigningKeyError as error:
+        return [*problems, str(error)]
 
 
 def _with_results(snapshots):

@@ -187,6 +187,21 @@ def test_a_snapshot_page_shows_its_outputs_and_proofs(staff_client: Client) -> N
     assert "attempts exhausted (3): HTTP 503" in page  # favicon's failure, with its reason
 
 
+def test_the_snapshot_page_says_whether_its_proofs_hold(staff_client: Client) -> None:
+    snapshot = finished_snapshot()
+    snapshot_check_results(snapshot=snapshot)
+    snapshot.refresh_from_db()
+    verified = staff_client.get(f"/snapshot/{snapshot.pk}/").content.decode()
+    manifest = snapshot.output_dir / "manifest-sha256.txt"
+    manifest.write_text(manifest.read_text() + "0" * 64 + "  added/after/sealing.txt\n")
+    tampered = staff_client.get(f"/snapshot/{snapshot.pk}/").content.decode()
+
+    assert "signature verified" in verified and "proofs do not hold" not in verified
+    assert "proofs do not hold" in tampered
+    assert "manifest-sha256.txt is not the manifest sealed" in tampered
+    assert "signature does not match manifest-sha256.txt" in tampered
+
+
 def test_an_unknown_snapshot_is_not_found(staff_client: Client) -> None:
     assert staff_client.get("/snapshot/00000000-0000-0000-0000-000000000000/").status_code == 404
 

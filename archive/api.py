@@ -5,15 +5,18 @@ Every endpoint needs a signed-in user: a bearer token (``Authorization: Bearer v
 with ``manage.py token create``) or the admin's session (with its CSRF token for changes). The
 OpenAPI schema is at ``/api/v1/openapi.json``, browsable at ``/api/v1/docs``. Errors are JSON,
 ``{"detail": "what is wrong"}``: 400 for bad input, 401 without credentials, 404 for an unknown
-id, 409 for a change the record's state does not allow, 422 for a body of the wrong shape.
+id, 409 for a change the record's state does not allow, 422 for a body of the wrong shape,
+429 (with ``Retry-After``, seconds) past ``settings.API_RATE`` calls per user.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
+from ninja.throttling import UserRateThrottle
 
 from core.api import router as snapshots_router
 from core.removal import RemovalRefused
@@ -33,12 +36,16 @@ class BearerToken(HttpBearer):
         return user
 
 
+# Each user's calls, counted in Django's cache: per process with the default local-memory cache.
+API_THROTTLE = UserRateThrottle(settings.API_RATE)
+
 api = NinjaAPI(
     title="Vellum API",
     version="1",
     description="Add URLs, follow crawls, snapshots and archive results, hold, release, retry.",
     auth=[BearerToken(), SessionAuth()],
     urls_namespace="api",
+    throttle=[API_THROTTLE],
 )
 api.add_router("/crawls", crawls_router, tags=["crawls"])
 api.add_router("/", snapshots_router, tags=["snapshots"])

@@ -272,6 +272,8 @@ ESTIMATE_WORKERS = env_int("ESTIMATE_WORKERS", 8, minimum=1)  # HEAD requests at
 # The archive's pages (/, /snapshot/<id>/) and files: open to anyone, or (the default) only to
 # signed-in staff users.
 PUBLIC_ARCHIVE = env_bool("PUBLIC_ARCHIVE", False)
+# REST API calls one user may make ("<count>/<s|min|h|d>"); more get 429 with Retry-After.
+API_RATE = env_str("API_RATE", "600/min")
 
 # Replay (core/replay.py) runs archived scripts, so it lives on a host of its own: "host" or
 # "host:port", e.g. "replay.archive.example". Empty: "replay.localhost" on the app's port when

@@ -19,6 +19,7 @@ os.environ.setdefault("POLL_INTERVAL", "0.2")
 os.environ.setdefault("ORCHESTRATOR_TICK", "0.2")
 os.environ.setdefault("ACTOR_IDLE_EXIT", "1")
 os.environ.setdefault("HUEY_IMMEDIATE", "1")
+os.environ.setdefault("API_RATE", "100000/min")  # test_api.py tests the limit with its own
 os.environ.setdefault("CLAIMS_LOG", "1")  # the fault-injection suite checks it for double claims
 # Pipeline and orchestration tests run the extractors that need no browser (a snapshot then
 # takes a fraction of a second); the browser, SingleFile, readability, media and git extractors

@@ -109,6 +109,20 @@ def test_a_signed_in_session_works_and_changes_need_its_csrf_token(user) -> None
 # --- adding and reading crawls -------------------------------------------------------------------
 
 
+def test_past_the_rate_limit_calls_get_429_with_retry_after(api, monkeypatch) -> None:
+    from django.core.cache import cache
+
+    from archive.api import API_THROTTLE
+
+    cache.clear()
+    monkeypatch.setattr(API_THROTTLE, "num_requests", 2)
+    answers = [api.get("/api/v1/status") for _ in range(3)]
+
+    assert [answer.status_code for answer in answers] == [200, 200, 429]
+    assert answers[2].json() == {"detail": "Too many requests."}
+    assert 0 < int(answers[2]["Retry-After"]) <= 60  # API_RATE counts per minute
+
+
 def test_adding_urls_makes_a_crawl_of_the_caller(api, user) -> None:
     response = post(api, "/crawls", {"urls": ["https://example.com/", "https://example.org/"],
                                      "depth": 1, "tags": ["news"], "priority": 5})  # fmt: skip

@@ -24,7 +24,7 @@ class ReplayHostMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         on_replay_host = is_replay_request(request)
-        if on_replay_host != request.path.startswith(REPLAY_PATH_PREFIX):
+        if on_replay_host != request.path_info.startswith(REPLAY_PATH_PREFIX):
             return _not_here(on_replay_host)
         if not on_replay_host:
             return self.get_response(request)

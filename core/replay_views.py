@@ -10,7 +10,6 @@ from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_exempt, xframe_options_sameorigin
 from django.views.decorators.http import require_safe
 
-from core.middleware import REPLAY_PATH_PREFIX
 from core.models import Snapshot
 from core.packaging import WACZ_NAME
 from core.replay import ReplayLinkError, snapshot_id_from_link
@@ -33,7 +32,7 @@ def replay_page(request: HttpRequest, token: str) -> HttpResponse:
     context = {
         "snapshot": snapshot,
         "source": reverse("core:replay_wacz", args=[token]),
-        "replay_base": REPLAY_PATH_PREFIX,
+        "replay_base": reverse("core:replay_app"),  # where sw.js is: the worker's scope
         "timestamp": snapshot.created_at.strftime("%Y%m%d%H%M%S"),
     }
     return render(request, "vellum/replay.html", context)

@@ -1,8 +1,9 @@
 """Measure the archive's pages and search with many snapshots (default 100,000).
 
-A fresh DATA_DIR gets N sealed snapshots, each with three results and a search row whose text
-is ~2 KB of words drawn from Python's documentation vocabulary (so words repeat as on real
-pages). Then, for ``--rounds`` rounds, in this process with Django's test client:
+A fresh DATA_DIR gets N sealed snapshots, each with five results (500,000 for the default) and
+a search row whose text is ~2 KB of words drawn from Python's documentation vocabulary (so
+words repeat as on real pages). Then, for ``--rounds`` rounds, in this process with Django's
+test client, signed in as a superuser:
 
 - baseline: ``SELECT COUNT(*)`` over the snapshots plus reading one page of 50 rows: the least
   any paginated index can cost;
@@ -10,6 +11,10 @@ pages). Then, for ``--rounds`` rounds, in this process with Django's test client
 - index, last page: ``GET /?page=<last>`` (deep pagination: OFFSET over every row);
 - search, rare word: ``GET /?q=<a word on ~0.1% of pages>``;
 - search, common word: ``GET /?q=<a word on ~half the pages>`` (ranks up to 1,000 matches);
+- admin snapshot list: ``GET /admin/core/snapshot/`` (thumbnails, state badges, result marks,
+  fixity and copies per row; the changelist counts every row);
+- admin snapshot search: the admin's search box (URL and title, ``icontains``);
+- admin result list: ``GET /admin/core/archiveresult/`` over every result;
 - scan: the same rare word by ``text LIKE '%word%'`` over every row, what search would cost
   without the FTS index.
 
@@ -45,6 +50,7 @@ generator async await
 VOCABULARY = tuple(_WORDS.split())
 RARE_WORD = "vellumrare"
 BATCH = 2000
+EXTRACTORS = ("headers", "wget", "title", "favicon", "screenshot")
 
 
 def fill(count: int) -> None:
@@ -74,7 +80,7 @@ def fill(count: int) -> None:
                 [
                     ArchiveResult(snapshot=s, extractor=name, status="succeeded", retry_at=None)
                     for s in snapshots
-                    for name in ("headers", "wget", "title")
+                    for name in EXTRACTORS
                 ]
             )
             SnapshotText.objects.bulk_create(
@@ -121,9 +127,10 @@ def main() -> None:
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
+    call_command("collectstatic", interactive=False, verbosity=0)  # as manage.py init does
     fill(args.snapshots)
     client = Client()
-    client.force_login(get_user_model().objects.create_user("bench", is_staff=True))
+    client.force_login(get_user_model().objects.create_superuser("bench", "bench@example.com"))
     last_page = (args.snapshots + 49) // 50
 
     def get(path: str) -> None:
@@ -143,6 +150,9 @@ def main() -> None:
         "index, last page": lambda: get(f"/?page={last_page}"),
         "search, rare word": lambda: get(f"/?q={RARE_WORD}"),
         "search, common word": lambda: get("/?q=json"),
+        "admin snapshot list": lambda: get("/admin/core/snapshot/"),
+        "admin snapshot search": lambda: get("/admin/core/snapshot/?q=page/4242"),
+        "admin result list": lambda: get("/admin/core/archiveresult/"),
         "scan (LIKE), rare word": scan,
     }
     figures = {name: timed(step, args.rounds) for name, step in steps.items()}

@@ -193,7 +193,8 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
                     "crawl", "depth", "created_at"]  # fmt: skip
     list_filter = ["status", FixityFilter, "crawl", "tags", "created_at", "results__extractor"]
     search_fields = ["url", "title"]
-    date_hierarchy = "created_at"
+    # No date_hierarchy: its day links need DISTINCT over every snapshot's date (~0.5 s at
+    # 100,000 on SQLite); the created_at filter offers today, the past 7 days and this month.
     list_select_related = ["crawl"]
     list_per_page = 50
     readonly_fields = ["id", "url_link", "title", "state", "crawl", "depth", "parent", "tags_list",
@@ -401,6 +402,9 @@ class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.Mode
     search_fields = ["snapshot__url", "snapshot__title", "error"]
     list_select_related = ["snapshot"]
     list_per_page = 100
+    # Newest first, by the primary key's index: the model's ordering (by snapshot, then pk)
+    # would join and sort every result (~0.4 s at 500,000 on SQLite).
+    ordering = ["-pk"]
     readonly_fields = ["snapshot", "extractor", "behaviour", "depends_on", "state", "attempts",
                        "cmd_line", "cmd_version", "exit_code", "output", "files", "output_size",
                        "error", "created_at",

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from ninja import NinjaAPI
+from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 from ninja.throttling import UserRateThrottle
 
@@ -39,13 +40,65 @@ class BearerToken(HttpBearer):
 # Each user's calls, counted in Django's cache: per process with the default local-memory cache.
 API_THROTTLE = UserRateThrottle(settings.API_RATE)
 
-api = NinjaAPI(
+
+class JsonObjectParser(Parser):
+    """Every request body of this API is a JSON object (RFC 8259, section 4), or ``null`` for
+    none: any other JSON (an array, a number) is refused with 400 instead of being read as no
+    body at all."""
+
+    def parse_body(self, request):
+        data = super().parse_body(request)
+        if data is not None and not isinstance(data, dict):
+            raise ValueError("the request body must be a JSON object")
+        return data
+
+
+# The errors every operation may answer, as ``{"detail": ...}`` (a list of field errors for
+# 422), documented in the OpenAPI schema so that clients and schemathesis know them.
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "detail": {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}],
+            "description": "What is wrong; for 422, one object per invalid field.",
+        }
+    },
+    "required": ["detail"],
+}
+ERRORS = {
+    "400": "Bad input, or a request body that is not a JSON object",
+    "401": "No valid token or session",
+    "404": "No record with that id",
+    "409": "Not allowed in the record's current state",
+    "422": "Parameters or body of the wrong shape",
+    "429": "Past API_RATE calls; Retry-After says how many seconds to wait",
+}
+
+
+class VellumAPI(NinjaAPI):
+    """NinjaAPI whose OpenAPI schema also documents the errors (ERRORS) of every operation."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        schema.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                for status, description in ERRORS.items():
+                    operation["responses"].setdefault(
+                        status, {"description": description, "content": error}
+                    )
+        return schema
+
+
+api = VellumAPI(
     title="Vellum API",
     version="1",
     description="Add URLs, follow crawls, snapshots and archive results, hold, release, retry.",
     auth=[BearerToken(), SessionAuth()],
     urls_namespace="api",
     throttle=[API_THROTTLE],
+    parser=JsonObjectParser(),
 )
 api.add_router("/crawls", crawls_router, tags=["crawls"])
 api.add_router("/", snapshots_router, tags=["snapshots"])

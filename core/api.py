@@ -9,8 +9,9 @@ from datetime import datetime
 
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from archive.pagination import BoundedPageNumberPagination
 from core.finalize import MANIFEST_NAME
 from core.models import ArchiveResult, Snapshot
 from core.removal import snapshot_remove
@@ -107,7 +108,7 @@ def _snapshot(snapshot_id: uuid.UUID) -> Snapshot:
 
 
 @router.get("/snapshots", response=list[SnapshotOut], summary="List snapshots, newest first")
-@paginate(PageNumberPagination, page_size=PAGE_SIZE)
+@paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_snapshots(request, filters: Query[SnapshotFilters]):
     snapshots = Snapshot.objects.prefetch_related("tags")
     if filters.crawl is not None:
@@ -151,7 +152,7 @@ def remove(request, snapshot_id: uuid.UUID, delete_files: bool = False):
 
 
 @router.get("/results", response=list[ResultOut], summary="List archive results")
-@paginate(PageNumberPagination, page_size=PAGE_SIZE)
+@paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_results(request, filters: Query[ResultFilters]):
     results = ArchiveResult.objects.order_by("-pk")
     if filters.snapshot:

@@ -7,8 +7,9 @@ file's content, list and get crawls, hold, release, retry their failures, remove
 from datetime import datetime
 
 from ninja import Field, Query, Router, Schema, Status
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from archive.pagination import BoundedPageNumberPagination
 from core.models import Snapshot
 from core.removal import crawl_remove
 from core.services import snapshots_retry_failed
@@ -25,8 +26,8 @@ class CrawlIn(Schema):
     """What to archive: ``urls`` (each must be valid), or ``input``, the text of a file (URLs in
     text, RSS or Atom, a bookmarks export, JSON; its bad entries are left out and reported)."""
 
-    urls: list[str] | None = None
-    input: str | None = None
+    urls: list[str] | None = Field(None, min_length=1)
+    input: str | None = Field(None, min_length=1)
     parser: str = Field("auto", description=f"auto, or one of {', '.join(FORMATS)}")
     depth: int = 0
     any_host: bool = False
@@ -118,7 +119,7 @@ def add(request, body: CrawlIn):
 
 
 @router.get("", response=list[CrawlOut], summary="List crawls, newest first")
-@paginate(PageNumberPagination, page_size=PAGE_SIZE)
+@paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_crawls(request, filters: Query[CrawlFilters]):
     crawls = Crawl.objects.select_related("profile").prefetch_related("tags")
     if filters.status:

@@ -176,6 +176,24 @@ def test_a_body_of_the_wrong_shape_is_a_422(api) -> None:
     assert isinstance(response.json()["detail"], list)
 
 
+@pytest.mark.parametrize("body", ["[null, null]", "5", '"text"'])
+def test_a_body_that_is_not_a_json_object_is_a_400(api, body: str) -> None:
+    response = api.post("/api/v1/queue/hold", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json() == {"detail": "Cannot parse request body"}
+    assert api.get("/api/v1/status").json()["queue"]["held"] is False
+
+
+@pytest.mark.parametrize("path", ["/crawls", "/snapshots", "/results"])
+def test_a_page_number_past_any_archive_is_a_422_not_a_crash(api, path: str) -> None:
+    """A page that large once overflowed SQLite's OFFSET (found by test_api_schema.py)."""
+    response = api.get(f"/api/v1{path}?page=47480021038583971840")
+
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "page"]
+
+
 def test_crawls_are_listed_newest_first_paginated_and_filtered(api, django_assert_max_num_queries):
     for index in range(3):
         post(api, "/crawls", {"urls": [f"https://example.com/{index}"], "tags": [f"t{index}"]})

@@ -19,6 +19,8 @@ from core.services import snapshot_rearchive, snapshot_retry_failed
 
 router = Router()
 PAGE_SIZE = 50
+# The largest id (a BigAutoField): a larger number in a filter overflows SQLite's INTEGER.
+MAX_ID = 2**63 - 1
 
 
 class ResultOut(Schema):
@@ -75,7 +77,7 @@ class SnapshotDetail(SnapshotOut):
 
 
 class SnapshotFilters(Schema):
-    crawl: int | None = None
+    crawl: int | None = Field(None, ge=1, le=MAX_ID)
     status: str | None = None
     tag: str | None = None
     url_contains: str | None = None

@@ -194,6 +194,15 @@ def test_a_page_number_past_any_archive_is_a_422_not_a_crash(api, path: str) -> 
     assert response.json()["detail"][0]["loc"] == ["query", "page"]
 
 
+@pytest.mark.parametrize("crawl", ["0", "-3", "199122223680020611072"])
+def test_a_crawl_filter_that_can_name_no_crawl_is_a_422_not_a_crash(api, crawl: str) -> None:
+    """One past 64 bits once overflowed SQLite's INTEGER (found by test_api_schema.py)."""
+    response = api.get(f"/api/v1/snapshots?crawl={crawl}")
+
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "crawl"]
+
+
 def test_crawls_are_listed_newest_first_paginated_and_filtered(api, django_assert_max_num_queries):
     for index in range(3):
         post(api, "/crawls", {"urls": [f"https://example.com/{index}"], "tags": [f"t{index}"]})

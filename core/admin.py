@@ -23,6 +23,7 @@ from core.admin_display import (
     state_badge,
 )
 from core.admin_export import export_download
+from core.admin_permissions import ActionPermissionsMixin
 from core.admin_removal import remove_with_files
 from core.admin_transitions import ServiceTransitionsMixin
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
@@ -213,7 +214,9 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         queryset = super().get_queryset(request).prefetch_related(results, "tags")
         return with_preservation(queryset)
 
-    @admin.action(description="Remove selected snapshots and delete their folders")
+    @admin.action(
+        description="Remove selected snapshots and delete their folders", permissions=["remove"]
+    )
     def remove_files(self, request, queryset):
         return remove_with_files(
             self, request, queryset, lambda pk: snapshot_remove(snapshot_id=pk, delete_files=True)
@@ -227,7 +230,9 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
     def export_wacz(self, request, queryset):
         return export_download(self, request, list(queryset.order_by("pk")), format="wacz")
 
-    @admin.action(description="Retry failed results of selected snapshots")
+    @admin.action(
+        description="Retry failed results of selected snapshots", permissions=["transition"]
+    )
     def retry_failed(self, request, queryset):
         snapshots = list(queryset.with_failures().select_related("crawl"))
         results = sum(snapshot_retry_failed(snapshot=snapshot) for snapshot in snapshots)
@@ -240,7 +245,10 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
                 request, "None of the selected snapshots has failures.", level=messages.WARNING
             )
 
-    @admin.action(description="Re-archive selected snapshots (earlier runs are kept)")
+    @admin.action(
+        description="Re-archive selected snapshots (earlier runs are kept)",
+        permissions=["transition"],
+    )
     def rearchive(self, request, queryset):
         final = list(queryset.final().select_related("crawl"))
         busy = queryset.count() - len(final)  # before: the status filter may drop re-queued ones
@@ -255,7 +263,10 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
                 level=messages.WARNING,
             )
 
-    @admin.action(description="Verify fixity now (re-hash the folder and every storage copy)")
+    @admin.action(
+        description="Verify fixity now (re-hash the folder and every storage copy)",
+        permissions=["transition"],
+    )
     def verify_fixity(self, request, queryset):
         """Audit each selected sealed snapshot now, in this request (core.fixity)."""
         sealed = list(queryset.filter(status=SnapshotStatus.SEALED).order_by("pk"))
@@ -293,7 +304,9 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
             )
         self._left_alone(request, not_sealed)
 
-    @admin.action(description="Restore damaged copies of selected snapshots")
+    @admin.action(
+        description="Restore damaged copies of selected snapshots", permissions=["transition"]
+    )
     def restore_damaged(self, request, queryset):
         """Repair what audits flagged (core.fixity.snapshot_repair): a damaged folder is restored
         from a sound storage copy; damaged or failed storage copies are queued again."""
@@ -444,7 +457,7 @@ def snapshot_link(snapshot: Snapshot) -> str:
 
 
 @admin.register(StorageCopy)
-class StorageCopyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class StorageCopyAdmin(ActionPermissionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Copies are queued when a snapshot is sealed and change by transitions only; deleting a row
     would lose track of the files on the target."""
 
@@ -460,7 +473,7 @@ class StorageCopyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     fields = readonly_fields
     actions = ["copy_again"]
 
-    @admin.action(description="Copy again (failed or damaged copies)")
+    @admin.action(description="Copy again (failed or damaged copies)", permissions=["transition"])
     def copy_again(self, request, queryset):
         # Counted first: the selection may be filtered by the status this changes.
         others = queryset.exclude(status__in=[CopyStatus.FAILED, CopyStatus.DAMAGED]).count()
@@ -529,7 +542,7 @@ class TagAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ActionPermissionsMixin, admin.ModelAdmin):
     """Tokens are made with ``manage.py token create`` (the key is shown once, there); here
     they are listed and revoked."""
 
@@ -545,7 +558,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["transition"])
     def revoke(self, request, queryset):
         for token_id in queryset.values_list("pk", flat=True):
             token_revoke(token_id=token_id)

@@ -24,6 +24,8 @@ from django.urls import reverse
 from django_fsm import ConcurrentTransition, Transition, TransitionNotAllowed
 from django_fsm.admin import FSMAdminMixin
 
+from core.admin_permissions import ActionPermissionsMixin
+
 # A service call for one transition: (the record, the transition form's cleaned data) -> what
 # was done, shown to the user.
 TransitionService = Callable[..., str]
@@ -35,7 +37,7 @@ class HoldForm(forms.Form):
     reason = forms.CharField(required=False, max_length=300)
 
 
-class ServiceTransitionsMixin(FSMAdminMixin):
+class ServiceTransitionsMixin(ActionPermissionsMixin, FSMAdminMixin):
     """FSMAdminMixin whose buttons are ``fsm_services`` (transition name -> service call)."""
 
     fsm_fields = ["status"]
@@ -58,11 +60,6 @@ class ServiceTransitionsMixin(FSMAdminMixin):
         # A list, not the library's generator: the buttons are shown twice (top and bottom).
         return list(super()._get_fsm_extra_context(request=request, obj=obj))
 
-    def may_transition(self, request: HttpRequest) -> bool:
-        """Return whether the user may press transition buttons: the model's change permission."""
-        opts = self.model._meta
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
-
     def change_view(self, request, object_id, form_url="", extra_context=None) -> HttpResponse:
         name = request.POST.get(self.fsm_post_param) if request.method == "POST" else None
         if name:
@@ -70,12 +67,12 @@ class ServiceTransitionsMixin(FSMAdminMixin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     def fsm_transition_view(self, request, object_id, transition_name, **kwargs) -> HttpResponse:
-        if not self.may_transition(request) or transition_name not in self.fsm_services:
+        if not self.has_transition_permission(request) or transition_name not in self.fsm_services:
             raise PermissionDenied
         return super().fsm_transition_view(request, object_id, transition_name, **kwargs)
 
     def _press(self, request: HttpRequest, object_id: str, name: str) -> HttpResponse:
-        if not self.may_transition(request):
+        if not self.has_transition_permission(request):
             raise PermissionDenied
         if name not in self.fsm_services:
             return HttpResponseBadRequest(f"No such button: {name}")

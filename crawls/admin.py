@@ -77,22 +77,28 @@ class CrawlAdmin(ServiceTransitionsMixin, admin.ModelAdmin):
             identifier=selection.identifier, crawl=selection.crawl,
         )  # fmt: skip
 
-    @admin.action(description="Retry failed results of selected crawls")
+    @admin.action(description="Retry failed results of selected crawls", permissions=["transition"])
     def retry_failed(self, request, queryset):
         count = snapshots_retry_failed(snapshots=Snapshot.objects.filter(crawl__in=queryset))
         self.message_user(request, f"{count} failed result(s) queued again.")
 
-    @admin.action(description="Remove selected crawls and delete their folders")
+    @admin.action(
+        description="Remove selected crawls and delete their folders", permissions=["remove"]
+    )
     def remove_files(self, request, queryset):
         return remove_with_files(
             self, request, queryset, lambda pk: crawl_remove(crawl_id=pk, delete_files=True)
         )
 
-    @admin.action(description="Hold selected crawls (nothing of them is claimed)")
+    @admin.action(
+        description="Hold selected crawls (nothing of them is claimed)", permissions=["transition"]
+    )
     def hold_crawls(self, request, queryset):
         self._transition_each(request, queryset, crawl_hold, "held")
 
-    @admin.action(description="Release selected crawls (their work resumes)")
+    @admin.action(
+        description="Release selected crawls (their work resumes)", permissions=["transition"]
+    )
     def release_crawls(self, request, queryset):
         self._transition_each(request, queryset, crawl_release, "released")
 
@@ -254,7 +260,9 @@ class CrawlScheduleAdmin(admin.ModelAdmin):
         url = reverse("admin:crawls_crawl_changelist") + f"?schedule__id__exact={schedule.pk}"
         return format_html('<a href="{}">{} crawl(s)</a>', url, schedule.crawls.count())
 
-    @admin.action(description="Run selected schedules now (their next run stays)")
+    @admin.action(
+        description="Run selected schedules now (their next run stays)", permissions=["change"]
+    )
     def run_now(self, request, queryset):
         made = 0
         for schedule in queryset:

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_huey",
     "axes",
+    "ninja",  # the API docs page with its own Swagger UI files, not a CDN's (archive/api.py)
     "django_fsm",  # its admin templates: the transition buttons (core/admin_transitions.py)
     "crawls",
     "core",

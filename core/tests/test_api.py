@@ -360,3 +360,11 @@ def test_token_create_list_and_revoke(user) -> None:
     )
     with pytest.raises(CommandError, match="no user 'ghost'"):
         call_command("token", "create", "ghost", stdout=StringIO(), stderr=StringIO())
+
+
+def test_the_docs_page_uses_vellums_own_swagger_files_not_a_cdn() -> None:
+    """Offline, and no third-party script runs beside a signed-in session."""
+    html = Client().get("/api/v1/docs").content.decode()
+
+    assert "/static/ninja/swagger-ui-bundle.js" in html
+    assert "cdn." not in html

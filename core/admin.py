@@ -115,6 +115,10 @@ class ArchiveResultInline(ReadOnlyAdminMixin, admin.TabularInline):
     can_delete = False
     show_change_link = True
 
+    def get_queryset(self, request):
+        # Each row's output link and change link name the snapshot: one join, not a query each.
+        return super().get_queryset(request).select_related("snapshot")
+
     @admin.display(description="state")
     def state(self, result):
         return state_badge(result.status)

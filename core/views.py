@@ -3,6 +3,7 @@ archive's public signing keys to anyone."""
 
 from __future__ import annotations
 
+import logging
 import mimetypes
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from django.views.decorators.http import require_safe
 from core import signing
 from core.access import reader_required
 from core.models import Snapshot
+
+logger = logging.getLogger(__name__)
 
 # Archived pages are untrusted code: scripts in them must not reach this app's origin.
 ARCHIVED_CONTENT_CSP = (
@@ -69,12 +72,14 @@ def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> FileResponse:
 def public_key(request: HttpRequest) -> HttpResponse:
     """Return the archive's current public signing key as PEM text, to anyone.
 
-    Answers 404 (plain text) while there is no key yet.
+    Answers 404 (plain text) while there is no key yet, 503 when the key cannot be read.
     """
     try:
         pem = signing.public_key_pem()
     except signing.SigningKeyMissingError:
         return _no_signing_key()
+    except signing.SigningKeyError as error:
+        return _unusable_signing_key(error)
     response = HttpResponse(pem, content_type="application/x-pem-file")
     response["X-Content-Type-Options"] = "nosniff"
     return response
@@ -84,16 +89,29 @@ def public_key(request: HttpRequest) -> HttpResponse:
 def public_keys(request: HttpRequest) -> HttpResponse:
     """Return every trusted public key as JSON ``{"current": fp or null, "keys": {fp: PEM}}``.
 
-    Answers 404 (plain text) while there is no key at all.
+    Answers 404 (plain text) while there is no key at all, 503 when a key cannot be read.
     """
-    keys = signing.trusted_public_keys()
-    if not keys:
-        return _no_signing_key()
     try:
+        keys = signing.trusted_public_keys()
+        if not keys:
+            return _no_signing_key()
         current = signing.key_fingerprint(signing.public_key_pem())
     except signing.SigningKeyMissingError:
         current = None  # only retired keys are left: older snapshots can still be checked
+    except signing.SigningKeyError as error:
+        return _unusable_signing_key(error)
     return JsonResponse({"current": current, "keys": keys})
+
+
+def _unusable_signing_key(error: signing.SigningKeyError) -> HttpResponse:
+    # Logged for whoever runs the archive (a key readable only by the user who ran init, a
+    # corrupt retired key); the visitor learns only that the key is unavailable for now.
+    logger.error("Cannot serve the public signing key: %s", error)
+    return HttpResponse(
+        "This archive's signing key cannot be read right now; its operator has been told.\n",
+        status=503,
+        content_type="text/plain; charset=utf-8",
+    )
 
 
 def _no_signing_key() -> HttpResponseNotFound:

@@ -18,7 +18,7 @@ from core.admin_export import export_download
 from core.admin_removal import remove_with_files
 from core.admin_transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
-from core.export import select_snapshots
+from core.export import ExportError, select_snapshots
 from core.models import Snapshot
 from core.removal import crawl_remove
 from core.services import snapshots_retry_failed
@@ -71,7 +71,11 @@ class CrawlAdmin(ServiceTransitionsMixin, admin.ModelAdmin):
         if len(crawls) != 1:
             self.message_user(request, "Select one crawl to export.", level=messages.WARNING)
             return None
-        selection = select_snapshots(crawl_id=crawls[0].pk)
+        try:
+            selection = select_snapshots(crawl_id=crawls[0].pk)
+        except ExportError as error:  # a crawl with no snapshots yet, or removed meanwhile
+            self.message_user(request, f"Nothing to export: {error}.", level=messages.WARNING)
+            return None
         return export_download(
             self, request, selection.snapshots, format="wacz",
             identifier=selection.identifier, crawl=selection.crawl,

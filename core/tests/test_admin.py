@@ -246,6 +246,30 @@ def test_snapshot_change_page_links_every_file(admin_client: Client, archive: Ar
     assert "newsroom" in html
 
 
+def test_a_snapshot_page_costs_the_same_queries_with_more_results(admin_client: Client) -> None:
+    """No query per result row (the inline joins each result's snapshot)."""
+
+    def queries_for(extractors: list[str]) -> int:
+        snapshot = baker.make(
+            Snapshot, url=f"http://{len(extractors)}.example/", crawl=baker.make(Crawl)
+        )
+        for extractor in extractors:
+            baker.make(
+                ArchiveResult, snapshot=snapshot, extractor=extractor, status=ResultStatus.SUCCEEDED
+            )
+        with CaptureQueriesContext(connection) as queries:
+            assert (
+                admin_client.get(
+                    reverse("admin:core_snapshot_change", args=[snapshot.pk])
+                ).status_code
+                == 200
+            )
+        return len(queries)
+
+    queries_for(["title"])  # the first page also fills per-process caches (content types)
+    assert queries_for(["title", "wget"]) == queries_for(["title", "wget", "favicon", "dom", "pdf"])
+
+
 def test_snapshot_change_page_without_a_folder(admin_client: Client, archive: Archive) -> None:
     html = page(admin_client, reverse("admin:core_snapshot_change", args=[archive.bad.pk]))
 

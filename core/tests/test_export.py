@@ -563,6 +563,14 @@ def test_admin_export_of_nothing_exportable_says_why(admin_client, templates) ->
     ]
 
 
+def test_admin_export_of_a_crawl_without_snapshots_says_so(admin_client) -> None:
+    crawl = make_crawl()
+    response = admin_action(admin_client, "crawls/crawl", "export_wacz", [crawl.pk])
+    messages = [str(message) for message in response.context["messages"]]
+    assert response.status_code == 200
+    assert messages == [f"Nothing to export: crawl {crawl.pk} has no snapshots."]
+
+
 def test_admin_export_sends_large_selections_to_the_command(
     admin_client, templates, monkeypatch
 ) -> None:

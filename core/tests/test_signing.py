@@ -561,6 +561,22 @@ def test_the_trusted_keys_are_listed_as_json(keys: Path, static_root: None) -> N
 
 
 @pytest.mark.django_db
+def test_the_key_views_answer_503_when_a_key_cannot_be_read(
+    keys: Path, static_root: None, caplog
+) -> None:
+    signing.ensure_signing_key()
+    (keys / signing.RETIRED_DIR).mkdir()
+    (keys / signing.RETIRED_DIR / "old.pub.pem").write_text("not a key\n")
+    (keys / signing.PRIVATE_KEY_NAME).write_text("not a key either\n")
+    client = Client()
+    for url in ("/keys/signing-key.pub.pem", "/keys.json"):
+        response = client.get(url)
+        assert response.status_code == 503, url
+        assert b"signing key cannot be read" in response.content
+    assert "Cannot serve the public signing key" in caplog.text
+
+
+@pytest.mark.django_db
 def test_the_key_views_answer_404_without_a_key(keys: Path, static_root: None) -> None:
     client = Client()
     for url in ("/keys/signing-key.pub.pem", "/keys.json"):

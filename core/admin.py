@@ -44,6 +44,9 @@ from core.services import snapshot_rearchive, snapshot_retry_failed
 from core.tokens import token_revoke
 
 FIXITY_CHECKS_SHOWN = 20  # on a snapshot's page; the fixity check list has them all
+# Audits and repairs re-hash every file (and every storage copy) while the request waits: past
+# this many snapshots they belong to manage.py verify / restore, which no web timeout cuts short.
+ADMIN_FIXITY_LIMIT = 50
 
 
 class ReadOnlyAdminMixin:
@@ -273,6 +276,8 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
     )
     def verify_fixity(self, request, queryset):
         """Audit each selected sealed snapshot now, in this request (core.fixity)."""
+        if self._too_many(request, queryset, "verify --snapshot ID… (or --crawl, --all)"):
+            return
         sealed = list(queryset.filter(status=SnapshotStatus.SEALED).order_by("pk"))
         # Counted first: the selection may be filtered by the fixity the audit changes.
         not_sealed = queryset.exclude(status=SnapshotStatus.SEALED).count()
@@ -314,6 +319,8 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
     def restore_damaged(self, request, queryset):
         """Repair what audits flagged (core.fixity.snapshot_repair): a damaged folder is restored
         from a sound storage copy; damaged or failed storage copies are queued again."""
+        if self._too_many(request, queryset, "restore --snapshot ID… (or --flagged)"):
+            return
         sealed = list(queryset.filter(status=SnapshotStatus.SEALED).order_by("url"))
         not_sealed = queryset.exclude(status=SnapshotStatus.SEALED).count()
         sound = 0
@@ -332,6 +339,18 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         if sound:
             self.message_user(request, f"{sound} snapshot(s) sound: nothing to repair.")
         self._left_alone(request, not_sealed)
+
+    def _too_many(self, request, queryset, command: str) -> bool:
+        count = queryset.count()
+        if count <= ADMIN_FIXITY_LIMIT:
+            return False
+        self.message_user(
+            request,
+            f"{count} snapshots are more than the admin checks at once ({ADMIN_FIXITY_LIMIT}): "
+            f"use manage.py {command}.",
+            level=messages.ERROR,
+        )
+        return True
 
     def _left_alone(self, request, count: int) -> None:
         if count:

@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from core import signing
+from core import search, signing
 from core.access import reader_required
 from core.admin_display import file_url, main_file_url
 from core.choices import ResultStatus
@@ -18,7 +18,6 @@ from core.finalize import MANIFEST_NAME, SIGNATURE_NAME, sha256_file
 from core.models import ArchiveResult, Snapshot
 from core.packaging import WACZ_NAME
 from core.replay import replay_url
-from core.search import search_snapshot_ids
 
 PER_PAGE = 50
 # Outputs a snapshot page shows as images; the others are listed as links to their files
@@ -33,17 +32,21 @@ def archive_index(request: HttpRequest) -> HttpResponse:
     match first (core/search.py)."""
     query = request.GET.get("q", "").strip()
     if query:
-        ids = search_snapshot_ids(query)
+        limit = search.MAX_RESULTS
+        ids = search.search_snapshot_ids(query, limit=limit)
+        capped = len(ids) >= limit  # there may be more: the page says so
         page = Paginator(ids, PER_PAGE).get_page(request.GET.get("page"))
         found = _with_results(Snapshot.objects.filter(pk__in=list(page.object_list)))
         by_id = {snapshot.pk: snapshot for snapshot in found}
         snapshots = [by_id[pk] for pk in page.object_list if pk in by_id]
     else:
+        capped = False
         page = Paginator(_with_results(Snapshot.objects.order_by("-created_at")), PER_PAGE)
         page = page.get_page(request.GET.get("page"))
         snapshots = list(page.object_list)
     rows = [_row(snapshot) for snapshot in snapshots]
-    return render(request, "vellum/index.html", {"rows": rows, "page": page, "query": query})
+    context = {"rows": rows, "page": page, "query": query, "capped": capped}
+    return render(request, "vellum/index.html", context)
 
 
 @require_safe

@@ -173,6 +173,19 @@ def test_searching_from_the_index(staff_client: Client) -> None:
     assert "1 snapshot match “parchment”" in response.content.decode()
 
 
+def test_past_the_search_limit_the_page_says_it_shows_the_best(
+    staff_client: Client, monkeypatch
+) -> None:
+    monkeypatch.setattr("core.search.MAX_RESULTS", 2)
+    for n in range(3):
+        indexed(f"https://a.example/{n}", f"Parchment {n}", "")
+
+    response = staff_client.get("/?q=parchment")
+
+    assert len(response.context["rows"]) == 2
+    assert "The best 2 of the snapshots that match “parchment”" in response.content.decode()
+
+
 def test_a_snapshot_page_shows_its_outputs_and_proofs(staff_client: Client) -> None:
     snapshot = finished_snapshot()
     snapshot_check_results(snapshot=snapshot)

@@ -41,6 +41,17 @@ if DATA_DIR in (BASE_DIR / name for name in ("archive", "core", "crawls", "orche
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Served over HTTPS through a proxy that terminates TLS and sets X-Forwarded-Proto (and drops one
+# sent by the client): the cookies go only over TLS, and their __Host- names keep a page on
+# another host of the same site (a replay subdomain) from setting cookies that shadow them
+# (RFC 6265bis, cookie name prefixes). HSTS_SECONDS > 0 also tells browsers to use HTTPS only.
+HTTPS = env_bool("HTTPS", False)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
+SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 0, minimum=0)
 
 
 def _secret_key() -> str:

@@ -161,10 +161,16 @@ def test_a_replayed_page_runs_on_the_replay_host_without_the_session(
         report.filter(has_text="api").wait_for(timeout=30_000)
         report_text = report.inner_text()
         replay.screenshot(path=artifact_path("replay/replayed-page.png"))
+        # Whatever the service worker does with the page's requests, the browser itself sends
+        # the replay host no cookie of the app: the session is not in that host's jar.
+        replay_host_cookies = context.cookies(replay_url)
+        app_cookie_names = {cookie["name"] for cookie in context.cookies(live_server.url)}
 
     assert replay_url.startswith(live_server.url.replace("localhost", "replay.localhost"))
     assert heading == "Parchment and vellum, replayed"
     assert report_text.startswith("ran; cookie=")  # replay does run the page's scripts
     assert session not in report_text and "sessionid" not in report_text
     assert "api 200" not in report_text
+    assert "sessionid" in app_cookie_names  # the staff member is signed in on the app's host
+    assert replay_host_cookies == []
     assert not queue_held()

@@ -11,6 +11,7 @@ changes something names one of these, read from the user's model permissions
 
 from __future__ import annotations
 
+from django.contrib.auth import get_permission_codename
 from django.http import HttpRequest
 
 
@@ -27,4 +28,4 @@ class ActionPermissionsMixin:
 
     def _has_model_perm(self, request: HttpRequest, action: str) -> bool:
         opts = self.model._meta
-        return request.user.has_perm(f"{opts.app_label}.{action}_{opts.model_name}")
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")

@@ -1,12 +1,15 @@
 """The REST API under ``/api/v1/`` (django-ninja): authentication, errors as JSON, and the
 routers of each app (crawls/api.py, core/api.py, orchestrator/api.py).
 
-Every endpoint needs a signed-in user: a bearer token (``Authorization: Bearer vlm_...``, made
-with ``manage.py token create``) or the admin's session (with its CSRF token for changes). The
-OpenAPI schema is at ``/api/v1/openapi.json``, browsable at ``/api/v1/docs``. Errors are JSON,
-``{"detail": "what is wrong"}``: 400 for bad input, 401 without credentials, 404 for an unknown
-id, 409 for a change the record's state does not allow, 422 for a body of the wrong shape,
-429 (with ``Retry-After``, seconds) past ``settings.API_RATE`` calls per user.
+Every endpoint needs an active staff user, by a bearer token (``Authorization: Bearer vlm_...``,
+made with ``manage.py token create``; it acts as its user) or the admin's session (with its CSRF
+token for changes), who holds the model permission the operation names with ``auth=staff(...)``,
+as the admin's matching action needs it (core/permissions.py). The OpenAPI schema is at
+``/api/v1/openapi.json``, browsable at ``/api/v1/docs``. Errors are JSON,
+``{"detail": "what is wrong"}``: 400 for bad input, 401 without credentials, 403 for a user who is
+not staff or lacks the permission, 404 for an unknown id, 409 for a change the record's state
+does not allow, 422 for a body of the wrong shape, 429 (with ``Retry-After``, seconds) past
+``settings.API_RATE`` calls per user.
 """
 
 from __future__ import annotations
@@ -15,41 +18,38 @@ from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from ninja import NinjaAPI
+from ninja.errors import HttpError
 from ninja.parser import Parser
-from ninja.security import HttpBearer, SessionAuth
 from ninja.throttling import UserRateThrottle
 
 from core.api import router as snapshots_router
+from core.permissions import ANY_STAFF
 from core.removal import RemovalRefused
-from core.tokens import token_user
 from crawls.api import router as crawls_router
 from crawls.seeds import InputError
 from orchestrator.api import router as status_router
-
-
-class BearerToken(HttpBearer):
-    """``Authorization: Bearer <token>``: the token's user (core/tokens.py)."""
-
-    def authenticate(self, request, token: str):
-        user = token_user(token)
-        if user is not None:
-            request.user = user
-        return user
-
 
 # Each user's calls, counted in Django's cache: per process with the default local-memory cache.
 API_THROTTLE = UserRateThrottle(settings.API_RATE)
 
 
+class BodyRefused(ValueError):
+    """A request body this API does not read; the message says why, in one line."""
+
+
 class JsonObjectParser(Parser):
     """Every request body of this API is a JSON object (RFC 8259, section 4), or ``null`` for
     none: any other JSON (an array, a number) is refused with 400 instead of being read as no
-    body at all."""
+    body at all. JSON nested deeper than Python's recursion limit (some 1,000 levels) is
+    refused with 400 too, instead of crashing the decoder."""
 
     def parse_body(self, request):
-        data = super().parse_body(request)
+        try:
+            data = super().parse_body(request)
+        except RecursionError:
+            raise BodyRefused("the request body is nested too deeply") from None
         if data is not None and not isinstance(data, dict):
-            raise ValueError("the request body must be a JSON object")
+            raise BodyRefused("the request body must be a JSON object")
         return data
 
 
@@ -68,6 +68,7 @@ ERROR_SCHEMA = {
 ERRORS = {
     "400": "Bad input, or a request body that is not a JSON object",
     "401": "No valid token or session",
+    "403": "The user is not staff, or lacks the model permission the operation needs",
     "404": "No record with that id",
     "409": "Not allowed in the record's current state",
     "422": "Parameters or body of the wrong shape",
@@ -95,7 +96,7 @@ api = VellumAPI(
     title="Vellum API",
     version="1",
     description="Add URLs, follow crawls, snapshots and archive results, hold, release, retry.",
-    auth=[BearerToken(), SessionAuth()],
+    auth=ANY_STAFF,  # operations narrow it to their permission with auth=staff(...)
     urls_namespace="api",
     throttle=[API_THROTTLE],
     parser=JsonObjectParser(),
@@ -107,6 +108,14 @@ api.add_router("/", status_router, tags=["status"])
 
 def _error(request, status: int, detail: str):
     return api.create_response(request, {"detail": detail}, status=status)
+
+
+@api.exception_handler(HttpError)
+def http_error(request, error: HttpError):
+    """ninja's own errors; a body it could not parse says why when the parser said it."""
+    cause = error.__cause__
+    detail = str(cause) if isinstance(cause, BodyRefused) else str(error)
+    return _error(request, error.status_code, detail)
 
 
 @api.exception_handler(InputError)

@@ -14,6 +14,7 @@ from ninja.pagination import paginate
 from archive.pagination import BoundedPageNumberPagination
 from core.finalize import MANIFEST_NAME
 from core.models import ArchiveResult, Snapshot
+from core.permissions import staff
 from core.removal import snapshot_remove
 from core.services import snapshot_rearchive, snapshot_retry_failed
 
@@ -109,7 +110,12 @@ def _snapshot(snapshot_id: uuid.UUID) -> Snapshot:
         raise Snapshot.DoesNotExist(f"no snapshot {snapshot_id}") from None
 
 
-@router.get("/snapshots", response=list[SnapshotOut], summary="List snapshots, newest first")
+@router.get(
+    "/snapshots",
+    response=list[SnapshotOut],
+    summary="List snapshots, newest first",
+    auth=staff(Snapshot, "view"),
+)
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_snapshots(request, filters: Query[SnapshotFilters]):
     snapshots = Snapshot.objects.prefetch_related("tags")
@@ -124,12 +130,22 @@ def list_snapshots(request, filters: Query[SnapshotFilters]):
     return snapshots
 
 
-@router.get("/snapshots/{snapshot_id}", response=SnapshotDetail, summary="One snapshot")
+@router.get(
+    "/snapshots/{snapshot_id}",
+    response=SnapshotDetail,
+    summary="One snapshot",
+    auth=staff(Snapshot, "view"),
+)
 def get_snapshot(request, snapshot_id: uuid.UUID):
     return _snapshot(snapshot_id)
 
 
-@router.post("/snapshots/{snapshot_id}/retry", response=Retried, summary="Retry its failures")
+@router.post(
+    "/snapshots/{snapshot_id}/retry",
+    response=Retried,
+    summary="Retry its failures",
+    auth=staff(Snapshot, "change"),
+)
 def retry(request, snapshot_id: uuid.UUID, body: RetryIn | None = None):
     snapshot = _snapshot(snapshot_id)
     extractor = body.extractor if body else None
@@ -140,20 +156,31 @@ def retry(request, snapshot_id: uuid.UUID, body: RetryIn | None = None):
     "/snapshots/{snapshot_id}/rearchive",
     response=SnapshotDetail,
     summary="Archive it again (the earlier run is kept in history/)",
+    auth=staff(Snapshot, "change"),
 )
 def rearchive(request, snapshot_id: uuid.UUID):
     snapshot_rearchive(snapshot=_snapshot(snapshot_id))
     return _snapshot(snapshot_id)
 
 
-@router.delete("/snapshots/{snapshot_id}", response={204: None}, summary="Remove a snapshot")
+@router.delete(
+    "/snapshots/{snapshot_id}",
+    response={204: None},
+    summary="Remove a snapshot",
+    auth=staff(Snapshot, "delete"),
+)
 def remove(request, snapshot_id: uuid.UUID, delete_files: bool = False):
     _snapshot(snapshot_id)
     snapshot_remove(snapshot_id=snapshot_id, delete_files=delete_files)
     return Status(204, None)
 
 
-@router.get("/results", response=list[ResultOut], summary="List archive results")
+@router.get(
+    "/results",
+    response=list[ResultOut],
+    summary="List archive results",
+    auth=staff(ArchiveResult, "view"),
+)
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_results(request, filters: Query[ResultFilters]):
     results = ArchiveResult.objects.order_by("-pk")

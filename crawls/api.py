@@ -11,11 +11,12 @@ from ninja.pagination import paginate
 
 from archive.pagination import BoundedPageNumberPagination
 from core.models import Snapshot
+from core.permissions import staff
 from core.removal import crawl_remove
 from core.services import snapshots_retry_failed
 from crawls.inputs import FORMATS
 from crawls.models import Crawl
-from crawls.seeds import InputError
+from crawls.seeds import InputError, has_control_character
 from crawls.services import crawl_create, crawl_hold, crawl_release
 
 router = Router()
@@ -96,11 +97,19 @@ def _crawl(crawl_id: int) -> Crawl:
         raise Crawl.DoesNotExist(f"no crawl {crawl_id}") from None
 
 
-@router.post("", response={201: CrawlDetail}, summary="Add URLs as a new crawl")
+@router.post(
+    "",
+    response={201: CrawlDetail},
+    summary="Add URLs as a new crawl",
+    auth=staff(Crawl, "add"),
+)
 def add(request, body: CrawlIn):
     if (body.urls is None) == (body.input is None):
         raise InputError("give urls (a list) or input (a file's text): exactly one of them")
     from_urls = body.urls is not None
+    for index, url in enumerate(body.urls or []):
+        if has_control_character(url):  # one element is one URL: it may not become two lines
+            raise InputError(f"urls[{index}] holds a line break or other control character")
     crawl = crawl_create(
         data=("\n".join(body.urls) if from_urls else body.input).encode(),
         source_name="api urls" if from_urls else "api input",
@@ -118,7 +127,9 @@ def add(request, body: CrawlIn):
     return Status(201, _crawl(crawl.pk))
 
 
-@router.get("", response=list[CrawlOut], summary="List crawls, newest first")
+@router.get(
+    "", response=list[CrawlOut], summary="List crawls, newest first", auth=staff(Crawl, "view")
+)
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_crawls(request, filters: Query[CrawlFilters]):
     crawls = Crawl.objects.select_related("profile").prefetch_related("tags")
@@ -129,30 +140,52 @@ def list_crawls(request, filters: Query[CrawlFilters]):
     return crawls
 
 
-@router.get("/{crawl_id}", response=CrawlDetail, summary="One crawl, with its report")
+@router.get(
+    "/{crawl_id}",
+    response=CrawlDetail,
+    summary="One crawl, with its report",
+    auth=staff(Crawl, "view"),
+)
 def get_crawl(request, crawl_id: int):
     return _crawl(crawl_id)
 
 
-@router.post("/{crawl_id}/hold", response=CrawlDetail, summary="Hold a crawl")
+@router.post(
+    "/{crawl_id}/hold", response=CrawlDetail, summary="Hold a crawl", auth=staff(Crawl, "change")
+)
 def hold(request, crawl_id: int, body: HoldIn | None = None):
     _crawl(crawl_id)  # a 404 that names the crawl
     return crawl_hold(crawl_id=crawl_id, reason=body.reason if body else "")
 
 
-@router.post("/{crawl_id}/release", response=CrawlDetail, summary="Release a held crawl")
+@router.post(
+    "/{crawl_id}/release",
+    response=CrawlDetail,
+    summary="Release a held crawl",
+    auth=staff(Crawl, "change"),
+)
 def release(request, crawl_id: int):
     _crawl(crawl_id)  # a 404 that names the crawl
     return crawl_release(crawl_id=crawl_id)
 
 
-@router.post("/{crawl_id}/retry", response=Retried, summary="Retry a crawl's failed results")
+@router.post(
+    "/{crawl_id}/retry",
+    response=Retried,
+    summary="Retry a crawl's failed results",
+    auth=staff(Crawl, "change"),
+)
 def retry(request, crawl_id: int):
     crawl = _crawl(crawl_id)
     return {"queued": snapshots_retry_failed(snapshots=Snapshot.objects.for_crawl(crawl))}
 
 
-@router.delete("/{crawl_id}", response={204: None}, summary="Remove a crawl (held or sealed)")
+@router.delete(
+    "/{crawl_id}",
+    response={204: None},
+    summary="Remove a crawl (held or sealed)",
+    auth=staff(Crawl, "delete"),
+)
 def remove(request, crawl_id: int, delete_files: bool = False):
     _crawl(crawl_id)
     crawl_remove(crawl_id=crawl_id, delete_files=delete_files)

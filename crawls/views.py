@@ -1,29 +1,30 @@
 """The add page and a crawl's live progress (htmx polls the progress fragment every 2 s until
-the crawl is sealed)."""
+the crawl is sealed). Adding needs ``crawls.add_crawl``, the crawl pages ``crawls.view_crawl``,
+both as an active staff user (core/permissions.py, the admin's rule)."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
 from core.models import ArchiveResult
+from core.permissions import model_perm, staff_permission_required
 from crawls.choices import CrawlStatus
 from crawls.forms import AddForm
 from crawls.models import Crawl
 from crawls.seeds import InputError
 from crawls.services import crawl_create
 
-LOGIN_URL = "admin:login"
 SHOWN_SNAPSHOTS = 200  # on the progress page; the admin lists them all
 
 
 @require_http_methods(["GET", "POST"])
-@login_required(login_url=LOGIN_URL)
+@staff_permission_required(model_perm(Crawl, "add"))
 def add_page(request: HttpRequest) -> HttpResponse:
-    """Paste URLs or upload a file; on success, go to the new crawl's progress."""
+    """Paste URLs or upload a file; on success, go to the new crawl's progress, else show the
+    form again with the reason (400)."""
     form = AddForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data, source_name = form.input_data()
@@ -42,18 +43,20 @@ def add_page(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(error))
         else:
             return redirect("crawls:progress", crawl_id=crawl.pk)
-    return render(request, "vellum/add.html", {"form": form})
+    # A refused POST shows the form again with the reason, as a 400 (scripts see it failed).
+    status = 400 if request.method == "POST" else 200
+    return render(request, "vellum/add.html", {"form": form}, status=status)
 
 
 @require_safe
-@login_required(login_url=LOGIN_URL)
+@staff_permission_required(model_perm(Crawl, "view"))
 def crawl_page(request: HttpRequest, crawl_id: int) -> HttpResponse:
     """A crawl's page: what was read from the input, and its live progress."""
     return render(request, "vellum/crawl.html", _progress_context(crawl_id))
 
 
 @require_safe
-@login_required(login_url=LOGIN_URL)
+@staff_permission_required(model_perm(Crawl, "view"))
 def crawl_progress(request: HttpRequest, crawl_id: int) -> HttpResponse:
     """The progress fragment alone, for htmx to swap in."""
     return render(request, "vellum/_progress.html", _progress_context(crawl_id))

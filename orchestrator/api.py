@@ -8,6 +8,7 @@ from datetime import datetime
 
 from ninja import Router, Schema
 
+from core.permissions import staff
 from orchestrator.diskguard import disk_usage
 from orchestrator.models import QueueState, QueueStatus
 from orchestrator.services import queue_hold, queue_release
@@ -43,7 +44,12 @@ class QueueHoldIn(Schema):
     reason: str = ""
 
 
-@router.get("/status", response=StatusOut, summary="Counts per state, disk guard, queue")
+@router.get(
+    "/status",
+    response=StatusOut,
+    summary="Counts per state, disk guard, queue",
+    auth=staff(QueueState, "view"),
+)
 def status(request):
     disk = disk_usage()
     return {
@@ -58,11 +64,21 @@ def status(request):
     }
 
 
-@router.post("/queue/hold", response=QueueOut, summary="Hold the whole queue")
+@router.post(
+    "/queue/hold",
+    response=QueueOut,
+    summary="Hold the whole queue",
+    auth=staff(QueueState, "change"),
+)
 def hold_queue(request, body: QueueHoldIn | None = None):
     return queue_hold(reason=(body.reason if body else "")[:200])
 
 
-@router.post("/queue/release", response=QueueOut, summary="Release the whole queue")
+@router.post(
+    "/queue/release",
+    response=QueueOut,
+    summary="Release the whole queue",
+    auth=staff(QueueState, "change"),
+)
 def release_queue(request):
     return queue_release()

@@ -16,6 +16,7 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ApiToken, ArchiveResult, Snapshot
 from core.tests.test_removal import sealed_snapshot
+from core.tests.users import keeper
 from core.tokens import token_create, token_revoke
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -41,7 +42,9 @@ def data_dir(settings, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def user():
-    return get_user_model().objects.create_user("reader", password="pw")
+    """A staff user holding every permission the API asks for (test_permissions.py checks who
+    else may do what)."""
+    return keeper("reader", password="pw")
 
 
 @pytest.fixture
@@ -181,7 +184,7 @@ def test_a_body_that_is_not_a_json_object_is_a_400(api, body: str) -> None:
     response = api.post("/api/v1/queue/hold", body, content_type="application/json")
 
     assert response.status_code == 400
-    assert response.json() == {"detail": "Cannot parse request body"}
+    assert response.json() == {"detail": "the request body must be a JSON object"}
     assert api.get("/api/v1/status").json()["queue"]["held"] is False
 
 

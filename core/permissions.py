@@ -1,0 +1,111 @@
+"""Who may do what outside the admin: one rule, the admin's own (DESIGN.md §8, trust boundaries).
+
+An active staff user (the admin's sign-in rule, django.contrib.admin.sites.AdminSite
+.has_permission) who holds the model permission the matching admin action needs
+(core/admin_permissions.py): reading a list or a record needs ``view_<model>``, adding a crawl
+``crawls.add_crawl``, a state change (hold, release, retry, re-archive, the queue's hold)
+``change_<model>``, a removal ``delete_<model>``. Superusers hold every permission. API tokens
+act as their user. The API (archive/api.py), the add page and the crawl pages
+(crawls/views.py) all ask ``permission_problem``.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib.auth import get_permission_codename
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model
+from django.urls import reverse
+from ninja import security
+from ninja.errors import AuthorizationError
+
+from core.tokens import token_user
+
+LOGIN_URL = "admin:login"
+
+
+def model_perm(model: type[Model], action: str) -> str:
+    """Return the permission ``"<app>.<action>_<model>"`` (action: view, add, change or delete),
+    named as the admin names it (django.contrib.auth.get_permission_codename)."""
+    opts = model._meta
+    return f"{opts.app_label}.{get_permission_codename(action, opts)}"
+
+
+def permission_problem(user, perm: str | None) -> str | None:
+    """Return why ``user`` may not do what ``perm`` (``"<app>.<codename>"``; None: what any
+    staff user may) allows, in one line, or None when it may."""
+    if not user.is_authenticated or not user.is_active:
+        return "not signed in"
+    if not user.is_staff:
+        return "only staff users may use this (an administrator can mark the account as staff)"
+    if perm is not None and not user.has_perm(perm):
+        return f"permission {perm} is needed"
+    return None
+
+
+def staff_permission_required(perm: str):
+    """Decorate a view: visitors not signed in go to the admin's sign-in (and back); a signed-in
+    user that permission_problem refuses gets a 403 page saying why."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path(), reverse(LOGIN_URL))
+            problem = permission_problem(request.user, perm)
+            if problem:
+                raise PermissionDenied(problem)
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+class _StaffCheck:
+    """Mixed into a ninja auth class: the user it authenticates must pass permission_problem
+    for ``perm`` (None: staff is enough), else ninja answers 403 with the reason."""
+
+    def __init__(self, perm: str | None = None) -> None:
+        super().__init__()
+        self.perm = perm
+
+    def _checked(self, user):
+        if user is None or not user.is_authenticated:
+            return None  # ninja tries the next way in, then answers 401
+        problem = permission_problem(user, self.perm)
+        if problem:
+            raise AuthorizationError(message=problem)
+        return user
+
+
+class BearerToken(_StaffCheck, security.HttpBearer):
+    """``Authorization: Bearer <token>``: the token's user (core/tokens.py), who must be staff
+    with ``perm``."""
+
+    def authenticate(self, request, token: str):
+        user = token_user(token)
+        if user is not None:
+            request.user = user
+        return self._checked(user)
+
+
+class SessionAuth(_StaffCheck, security.SessionAuth):
+    """The admin's session (ninja checks its CSRF token on changes); staff with ``perm``."""
+
+    def authenticate(self, request, key: str | None):
+        return self._checked(super().authenticate(request, key))
+
+
+def staff(model: type[Model], action: str) -> list:
+    """Return the ``auth=`` of an API operation that the admin's ``action`` on ``model``
+    matches (view, add, change, delete; see model_perm): a token or a session of an active
+    staff user holding that permission. No credentials: 401; a user refused: 403."""
+    perm = model_perm(model, action)
+    return [BearerToken(perm), SessionAuth(perm)]
+
+
+# The API's default: any active staff user. Every operation narrows it with staff(...).
+ANY_STAFF = [BearerToken(), SessionAuth()]

@@ -288,15 +288,20 @@ PUBLIC_ARCHIVE = env_bool("PUBLIC_ARCHIVE", False)
 API_RATE = env_str("API_RATE", "600/min")
 
 # Replay (core/replay.py) runs archived scripts, so it lives on a host of its own: "host" or
-# "host:port", e.g. "replay.archive.example". Empty: "replay.localhost" on the app's port when
-# the archive is opened on a loopback name, and no replay on any other host.
+# "host:port", e.g. "replay.archive.example", or, with wildcard DNS, "*.replay.archive.example",
+# which gives each snapshot an origin of its own. Empty: "*.replay.localhost" on the app's port
+# when the archive is opened on a loopback name, and no replay on any other host.
 REPLAY_HOST = env_str("REPLAY_HOST", "")
 REPLAY_LINK_MAX_AGE = env_int("REPLAY_LINK_MAX_AGE", 12 * 3600, minimum=60)  # seconds
 # ReplayWeb.page's ui.js and sw.js (npm, package.json), served on the replay host.
 REPLAY_ASSETS_DIR = BASE_DIR / "node_modules" / "replaywebpage"
 ALLOWED_HOSTS += [
     name
-    for name in ["replay.localhost", urlsplit(f"//{REPLAY_HOST.strip()}").hostname or ""]
+    # ".name" is Django's "name and every name below it", which a wildcard replay host needs.
+    for name in [
+        ".replay.localhost",
+        (urlsplit(f"//{REPLAY_HOST.strip()}").hostname or "").replace("*.", ".", 1),
+    ]
     if name and name not in ALLOWED_HOSTS
 ]
 

@@ -6,14 +6,16 @@ from http.cookies import SimpleCookie
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotFound
 
-from core.replay import is_replay_request
+from core.replay import REPLAY_CSP, is_replay_request
 
 REPLAY_PATH_PREFIX = "/replay/"
 
 
 class ReplayHostMiddleware:
-    """On the replay host, answer only ``/replay/...`` and drop cookies both ways; on the app's
-    hosts, refuse ``/replay/...`` so archived scripts never run on the app's origin.
+    """On the replay host, answer only ``/replay/...``, drop cookies both ways and give every
+    answer the replay host's Content-Security-Policy (core.replay.REPLAY_CSP: nothing loaded or
+    reached beyond the replay origin) unless the view set a stricter one; on the app's hosts,
+    refuse ``/replay/...`` so archived scripts never run on the app's origin.
 
     It runs first, so the session and CSRF middleware never see a cookie sent to the replay
     host (a cookie set for a parent domain would otherwise reach it) and never set one there.
@@ -32,6 +34,7 @@ class ReplayHostMiddleware:
         request.COOKIES = {}
         response = self.get_response(request)
         response.cookies = SimpleCookie()
+        response.setdefault("Content-Security-Policy", REPLAY_CSP)
         return response
 
 

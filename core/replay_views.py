@@ -1,18 +1,34 @@
 """The replay host's pages (core/replay.py): a snapshot's replay page, its WACZ, and
-ReplayWeb.page's own files. None of them reads a session: a signed link says which snapshot."""
+ReplayWeb.page's own files. None of them reads a session: a signed link says which snapshot, and
+a per-snapshot replay host serves only its own snapshot's links. core/middleware.py adds the
+replay host's Content-Security-Policy (core.replay.REPLAY_CSP) to every answer."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseNotFound
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotFound,
+)
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.clickjacking import xframe_options_exempt, xframe_options_sameorigin
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_safe
 
 from core.models import Snapshot
 from core.packaging import WACZ_NAME
-from core.replay import ReplayLinkError, snapshot_id_from_link
+from core.replay import (
+    CLEAR_STORAGE,
+    WACZ_CSP,
+    ReplayLinkError,
+    per_snapshot_hosts,
+    snapshot_id_for_host,
+    token_of_source,
+)
 
 # ReplayWeb.page's front end and its service worker; the worker's scope is the folder it is
 # served from, so both live right under /replay/.
@@ -20,13 +36,15 @@ REPLAY_ASSETS = {"ui.js", "sw.js"}
 
 
 @require_safe
-@xframe_options_exempt  # the snapshot page on the app's host embeds it
 def replay_page(request: HttpRequest, token: str) -> HttpResponse:
-    """Replay the snapshot a signed link names, from its WACZ, with ReplayWeb.page.
+    """Replay the snapshot a signed link names, from its WACZ (and nothing else), with
+    ReplayWeb.page.
 
-    Answers 404 for a forged or expired link and for a snapshot without a WACZ.
+    Answers 404 for a forged or expired link, a link opened on another snapshot's replay host,
+    and a snapshot without a WACZ. On a shared replay host the answer also clears the origin's
+    stored state (core/replay.py, "one snapshot at a time").
     """
-    snapshot, problem = _linked_snapshot(token)
+    snapshot, problem = _linked_snapshot(request, token)
     if problem:
         return _not_found(problem)
     context = {
@@ -35,26 +53,39 @@ def replay_page(request: HttpRequest, token: str) -> HttpResponse:
         "replay_base": reverse("core:replay_app"),  # where sw.js is: the worker's scope
         "timestamp": snapshot.created_at.strftime("%Y%m%d%H%M%S"),
     }
-    return render(request, "vellum/replay.html", context)
+    response = render(request, "vellum/replay.html", context)
+    if not per_snapshot_hosts():
+        response["Clear-Site-Data"] = CLEAR_STORAGE
+    return response
 
 
 @require_safe
 @xframe_options_sameorigin  # the replay page frames it
 def replay_app(request: HttpRequest) -> HttpResponse:
     """Return ReplayWeb.page's app page, which the replay page frames (its service worker
-    serves this page itself once it runs; this answers the first load, before it does)."""
+    serves this page itself once it runs; this answers the first load, before it does).
+
+    Its ``source`` must be this host's own signed ``/replay/<token>/snapshot.wacz``: anything
+    else (another site's WACZ, another snapshot's host, no source) is a 400 saying why.
+    """
+    try:
+        token_of_source(request, request.GET.get("source", ""))
+    except ReplayLinkError as error:
+        return HttpResponseBadRequest(str(error) + "\n", content_type="text/plain; charset=utf-8")
     return render(request, "vellum/replay_app.html")
 
 
 @require_safe
 def replay_wacz(request: HttpRequest, token: str) -> HttpResponse:
-    """Return the WACZ of the snapshot a signed link names (404 for a bad link or no WACZ)."""
-    snapshot, problem = _linked_snapshot(token)
+    """Return the WACZ of the snapshot a signed link names (404 for a bad link, a link of
+    another snapshot's replay host, or no WACZ)."""
+    snapshot, problem = _linked_snapshot(request, token)
     if problem:
         return _not_found(problem)
     handle = open(snapshot.output_dir / WACZ_NAME, "rb")  # noqa: SIM115 - FileResponse closes it
     response = FileResponse(handle, content_type="application/wacz")
     response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = WACZ_CSP
     return response
 
 
@@ -69,10 +100,10 @@ def replay_asset(request: HttpRequest, name: str) -> FileResponse:
     return response
 
 
-def _linked_snapshot(token: str) -> tuple[Snapshot | None, str]:
-    """Return (the snapshot a link names, "") or (None, why it cannot be replayed)."""
+def _linked_snapshot(request: HttpRequest, token: str) -> tuple[Snapshot | None, str]:
+    """Return (the snapshot a link names, "") or (None, why it cannot be replayed here)."""
     try:
-        snapshot_id = snapshot_id_from_link(token)
+        snapshot_id = snapshot_id_for_host(request, token)
     except ReplayLinkError as error:
         return None, str(error)
     snapshot = Snapshot.objects.filter(pk=snapshot_id).first()

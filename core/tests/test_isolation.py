@@ -166,7 +166,8 @@ def test_a_replayed_page_runs_on_the_replay_host_without_the_session(
         replay_host_cookies = context.cookies(replay_url)
         app_cookie_names = {cookie["name"] for cookie in context.cookies(live_server.url)}
 
-    assert replay_url.startswith(live_server.url.replace("localhost", "replay.localhost"))
+    own_host = f"{replayed_snapshot.pk.hex}.replay.localhost"  # the snapshot's own origin
+    assert replay_url.startswith(live_server.url.replace("localhost", own_host) + "/replay/")
     assert heading == "Parchment and vellum, replayed"
     assert report_text.startswith("ran; cookie=")  # replay does run the page's scripts
     assert session not in report_text and "sessionid" not in report_text

@@ -1,5 +1,6 @@
 """Replay on a host of its own (core/replay.py): signed links, what the replay host serves and
-refuses, cookies kept off it, and the snapshot page's link to it."""
+refuses, one host per snapshot (or a cleared shared host), its Content-Security-Policy, cookies
+kept off it, and the snapshot page's link to it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from crawls.models import Crawl
 
 pytestmark = pytest.mark.django_db
 
-REPLAY_HOST = "replay.localhost:8000"
+REPLAY_PARENT = "replay.localhost:8000"  # the default replay host: *.replay.localhost
 APP_HOST = "127.0.0.1:8000"
 WACZ_BYTES = b"PK\x03\x04 a WACZ is a ZIP file"
 
@@ -58,8 +59,13 @@ def staff_client() -> Client:
     return client
 
 
-def replay_get(path: str, **headers) -> object:
-    return Client().get(path, HTTP_HOST=REPLAY_HOST, **headers)
+def host_of(snapshot: Snapshot) -> str:
+    """The snapshot's own replay host (with the default REPLAY_HOST)."""
+    return f"{snapshot.pk.hex}.{REPLAY_PARENT}"
+
+
+def replay_get(path: str, host: str = REPLAY_PARENT, **headers) -> object:
+    return Client().get(path, HTTP_HOST=host, **headers)
 
 
 def test_a_link_names_its_snapshot(snapshot: Snapshot) -> None:
@@ -88,7 +94,7 @@ def test_an_old_link_has_expired(settings, snapshot: Snapshot) -> None:
 
 def test_the_replay_page_loads_replaywebpage_with_the_snapshots_wacz(snapshot: Snapshot) -> None:
     token = sign_link(snapshot.pk)
-    response = replay_get(f"/replay/{token}/")
+    response = replay_get(f"/replay/{token}/", host_of(snapshot))
     html = response.content.decode()
     assert response.status_code == 200
     assert '<script src="/replay/ui.js">' in html
@@ -98,10 +104,11 @@ def test_the_replay_page_loads_replaywebpage_with_the_snapshots_wacz(snapshot: S
 
 
 def test_the_replay_host_serves_the_wacz_and_replaywebpages_files(snapshot: Snapshot) -> None:
-    wacz = replay_get(f"/replay/{sign_link(snapshot.pk)}/snapshot.wacz")
-    worker = replay_get("/replay/sw.js")
-    front = replay_get("/replay/ui.js")
-    app = replay_get("/replay/")
+    host, token = host_of(snapshot), sign_link(snapshot.pk)
+    wacz = replay_get(f"/replay/{token}/snapshot.wacz", host)
+    worker = replay_get("/replay/sw.js", host)
+    front = replay_get("/replay/ui.js", host)
+    app = replay_get(f"/replay/?source=http://{host}/replay/{token}/snapshot.wacz", host)
     assert wacz.status_code == 200 and b"".join(wacz.streaming_content) == WACZ_BYTES
     assert worker.status_code == 200 and worker["Content-Type"] == "text/javascript"
     assert front.status_code == 200 and b"".join(front.streaming_content).strip()
@@ -110,8 +117,8 @@ def test_the_replay_host_serves_the_wacz_and_replaywebpages_files(snapshot: Snap
 
 def test_a_bad_link_or_a_snapshot_without_wacz_is_not_found(snapshot: Snapshot) -> None:
     (snapshot.output_dir / WACZ_NAME).unlink()
-    missing = replay_get(f"/replay/{sign_link(snapshot.pk)}/")
-    forged = replay_get("/replay/forged:token/snapshot.wacz")
+    missing = replay_get(f"/replay/{sign_link(snapshot.pk)}/", host_of(snapshot))
+    forged = replay_get("/replay/forged:token/snapshot.wacz", host_of(snapshot))
     assert missing.status_code == 404 and b"no WACZ" in missing.content
     assert forged.status_code == 404 and b"not valid" in forged.content
 
@@ -138,7 +145,7 @@ def test_cookies_never_reach_the_replay_host_nor_come_from_it(
     session = staff_client.cookies["sessionid"].value
     response = Client().get(
         f"/replay/{sign_link(snapshot.pk)}/",
-        HTTP_HOST=REPLAY_HOST,
+        HTTP_HOST=host_of(snapshot),
         HTTP_COOKIE=f"sessionid={session}; csrftoken=abc",
     )
     assert response.status_code == 200
@@ -151,7 +158,7 @@ def test_the_snapshot_page_links_to_its_replay_on_the_replay_host(
     snapshot: Snapshot, staff_client: Client
 ) -> None:
     html = staff_client.get(f"/snapshot/{snapshot.pk}/", HTTP_HOST=APP_HOST).content.decode()
-    prefix = f'href="http://{REPLAY_HOST}/replay/'
+    prefix = f'href="http://{host_of(snapshot)}/replay/'
     assert prefix in html
     token = html.split(prefix, 1)[1].split("/", 1)[0]
     assert snapshot_id_from_link(token) == snapshot.pk

@@ -28,6 +28,7 @@ from core.admin_removal import remove_with_files
 from core.admin_transitions import ServiceTransitionsMixin
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
 from core.copies import copies_retry
+from core.extractors.redaction import redact_command
 from core.finalize import payload_files
 from core.fixity import RestoreError, snapshot_audit, snapshot_repair
 from core.models import (
@@ -466,7 +467,9 @@ class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.Mode
 
     @admin.display(description="command")
     def cmd_line(self, result):
-        return format_html("<code>{}</code>", " ".join(result.cmd)) if result.cmd else "—"
+        # Redacted again: a row recorded before redaction existed may hold a credential.
+        cmd = redact_command(result.cmd)
+        return format_html("<code>{}</code>", " ".join(cmd)) if cmd else "—"
 
     @admin.display(description="output files")
     def files(self, result):

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from core.choices import ResultStatus
 from core.copies import copies_queue
+from core.extractors.redaction import redact_command
 from core.extractors.registry import get_extractor
 from core.finalize import TEMP_PREFIX, write_index, write_manifest
 from core.integrity import check_snapshot
@@ -233,7 +234,8 @@ def _result_entry(result: ArchiveResult) -> dict:
         "extractor": result.extractor,
         "status": result.status,
         "attempts": result.attempts,
-        "cmd": result.cmd,
+        # A row recorded before redaction existed may still hold a credential: never publish it.
+        "cmd": redact_command(result.cmd),
         "cmd_version": result.cmd_version,
         "exit_code": result.exit_code,
         "output": result.output,
@@ -242,7 +244,7 @@ def _result_entry(result: ArchiveResult) -> dict:
         "error": result.error,
         "start_ts": result.start_ts.isoformat() if result.start_ts else None,
         "end_ts": result.end_ts.isoformat() if result.end_ts else None,
-        "history": result.history,
+        "history": [{**run, "cmd": redact_command(run.get("cmd", []))} for run in result.history],
     }
 
 

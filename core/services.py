@@ -22,6 +22,7 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.process import CommandCancelled
+from core.extractors.redaction import scrub_folder
 from core.extractors.registry import get_extractor
 from core.finalize import INDEX_NAME, TEMP_PREFIX
 from core.finalizing import snapshot_finalize, wake_crawl_if_done
@@ -351,7 +352,12 @@ def _result_attempt(result: ArchiveResult) -> None:
 
 
 def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOutput:
-    """Call ``extractor.run``, turning an unexpected exception into a recorded outcome."""
+    """Call ``extractor.run``, turning an unexpected exception into a recorded outcome.
+
+    Whatever way it ends, the credentials in the extractor's arguments are then scrubbed from
+    the files it wrote (its tool's logs and WARCs, core/extractors/redaction.py) before they
+    are kept, moved into place or checksummed.
+    """
     try:
         return extractor.run(snapshot, work_dir)
     except CommandCancelled:
@@ -364,6 +370,8 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
         return ExtractorOutput(
             outcome=Outcome.FATAL, error=f"internal error: {type(error).__name__}: {error}"
         )
+    finally:
+        scrub_folder(work_dir, extractor.arguments, tool=next(iter(extractor.binaries), None))
 
 
 def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: Path) -> None:

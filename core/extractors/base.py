@@ -17,6 +17,7 @@ from django.conf import settings
 from core.extractors.errors import Outcome, timeout_reason, too_large_reason
 from core.extractors.fetch import download_limit
 from core.extractors.process import CommandResult, binary_version, find_binary, run_command
+from core.extractors.redaction import redact_command
 
 
 class HasURL(Protocol):
@@ -33,7 +34,8 @@ class ExtractorOutput:
     value (the title). ``cmd``/``cmd_version``/``exit_code`` describe the last command that
     ran. ``error`` explains any outcome but SUCCEEDED; ``retry_after`` (seconds) is the server's
     Retry-After, if it sent one. ``facts`` carries what the caller applies to the snapshot:
-    ``{"title": str}`` or ``{"outlinks": [url, ...]}``.
+    ``{"title": str}`` or ``{"outlinks": [url, ...]}``. ``cmd`` is kept as
+    ``redact_command`` records it (core/extractors/redaction.py).
     """
 
     outcome: Outcome
@@ -44,6 +46,10 @@ class ExtractorOutput:
     error: str = ""
     retry_after: float | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # The command is recorded and shown to readers: never with the credentials it ran with.
+        self.cmd = redact_command(self.cmd)
 
 
 class Extractor:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from core.extractors.redaction import redact_command
+
 # Set by the actor's signal handler; a running command is killed at the next poll.
 cancel_requested = threading.Event()
 
@@ -101,7 +103,7 @@ def run_command(
     # Captured stdout goes to a temporary file, not a pipe: a pipe nobody reads while the command
     # runs would fill up (64 KiB) and stall it until the timeout.
     with open(log_path, "ab") as log, tempfile.TemporaryFile() as captured:
-        log.write(f"$ {' '.join(cmd)}\n".encode())
+        log.write(f"$ {' '.join(redact_command(cmd))}\n".encode())  # no credentials in logs
         log.flush()
         process = subprocess.Popen(
             _confined(cmd, limit),

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
+from core.extractors.redaction import redact_command
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.diskguard import disk_held
 from orchestrator.models import WorkItem, WorkQuerySet
@@ -499,6 +500,6 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         }
 
     def _record_run(self, output) -> None:
-        self.cmd = output.cmd
+        self.cmd = redact_command(output.cmd)  # readers see it: never with credentials
         self.cmd_version = output.cmd_version
         self.exit_code = output.exit_code

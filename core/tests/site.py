@@ -259,6 +259,7 @@ class SiteHandler(SimpleHTTPRequestHandler):
         ".pdf": "application/pdf",
     }
     release: threading.Event  # set by LiveSite.stop() so /slow gives up at teardown
+    requests: list[tuple[str, dict[str, str]]]  # LiveSite.requests: (path, headers) of each GET
 
     def end_headers(self) -> None:
         # HTTP/1.0 closes after each response; saying so keeps wget from reusing the connection
@@ -267,6 +268,7 @@ class SiteHandler(SimpleHTTPRequestHandler):
         super().end_headers()
 
     def do_GET(self) -> None:
+        self.requests.append((self.path, dict(self.headers.items())))
         route = self.ROUTES.get(self.path.split("?")[0])
         if route is None:
             super().do_GET()
@@ -335,9 +337,14 @@ class LiveSite(LocalServer):
 
     def __init__(self, root: Path, *, favicon: bool = True) -> None:
         self.root = root
+        self.requests: list[tuple[str, dict[str, str]]] = []  # what each GET came with
         super().__init__()
         build_site(root, self.port, favicon=favicon)
 
     def handler(self):
-        bound = type("BoundSiteHandler", (SiteHandler,), {"release": self.release})
+        bound = type(
+            "BoundSiteHandler",
+            (SiteHandler,),
+            {"release": self.release, "requests": self.requests},
+        )
         return partial(bound, directory=str(self.root))

@@ -1,0 +1,273 @@
+"""Who may do what (core/permissions.py): every operation of the API's own OpenAPI schema and every
+view of crawls/urls.py, called by each kind of user, against the rule table below, which states
+the admin's rules (core/admin_permissions.py): reading needs view, adding a crawl add, a state
+change change, a removal delete, all as an active staff user; superusers hold every permission.
+A refused call changes nothing in the database nor in DATA_DIR."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.apps import apps
+from django.contrib.auth import get_user_model
+from django.core import serializers
+from django.test import Client
+from django.urls import reverse
+
+from archive.api import api
+from core.models import ApiToken, Snapshot
+from core.tests.test_removal import sealed_snapshot
+from core.tests.users import staff_with
+from core.tokens import token_create
+from crawls import urls as crawl_urls
+from crawls.models import Crawl
+from orchestrator.models import queue_held
+
+pytestmark = pytest.mark.django_db
+
+# What each operation of the API needs, as the admin's matching action does.
+API_RULES = {
+    ("GET", "/api/v1/crawls"): "crawls.view_crawl",
+    ("POST", "/api/v1/crawls"): "crawls.add_crawl",
+    ("GET", "/api/v1/crawls/{crawl_id}"): "crawls.view_crawl",
+    ("POST", "/api/v1/crawls/{crawl_id}/hold"): "crawls.change_crawl",
+    ("POST", "/api/v1/crawls/{crawl_id}/release"): "crawls.change_crawl",
+    ("POST", "/api/v1/crawls/{crawl_id}/retry"): "crawls.change_crawl",
+    ("DELETE", "/api/v1/crawls/{crawl_id}"): "crawls.delete_crawl",
+    ("GET", "/api/v1/snapshots"): "core.view_snapshot",
+    ("GET", "/api/v1/snapshots/{snapshot_id}"): "core.view_snapshot",
+    ("POST", "/api/v1/snapshots/{snapshot_id}/retry"): "core.change_snapshot",
+    ("POST", "/api/v1/snapshots/{snapshot_id}/rearchive"): "core.change_snapshot",
+    ("DELETE", "/api/v1/snapshots/{snapshot_id}"): "core.delete_snapshot",
+    ("GET", "/api/v1/results"): "core.view_archiveresult",
+    ("GET", "/api/v1/status"): "orchestrator.view_queuestate",
+    ("POST", "/api/v1/queue/hold"): "orchestrator.change_queuestate",
+    ("POST", "/api/v1/queue/release"): "orchestrator.change_queuestate",
+}
+# The bodies and query strings that make each call do its work when allowed.
+BODIES = {
+    ("POST", "/api/v1/crawls"): {"urls": ["https://example.com/"], "tags": ["new"]},
+    ("POST", "/api/v1/crawls/{crawl_id}/hold"): {"reason": "checking"},
+    ("POST", "/api/v1/queue/hold"): {"reason": "checking"},
+}
+QUERIES = {"DELETE": "?delete_files=true"}
+
+# The views of crawls/urls.py (each by method) and what they need.
+VIEW_RULES = {
+    ("GET", "crawls:add"): "crawls.add_crawl",
+    ("POST", "crawls:add"): "crawls.add_crawl",
+    ("GET", "crawls:progress"): "crawls.view_crawl",
+    ("GET", "crawls:progress_fragment"): "crawls.view_crawl",
+}
+
+# Each kind of user: the permissions a staff user holds ("*": a superuser), or how it is refused.
+KINDS = {
+    "anonymous": None,
+    "non-staff": "non-staff",
+    "inactive": "inactive",
+    "staff, no permissions": set(),
+    "staff, view only": {
+        "crawls.view_crawl",
+        "core.view_snapshot",
+        "core.view_archiveresult",
+        "orchestrator.view_queuestate",
+    },
+    "staff, add only": {"crawls.add_crawl"},
+    "staff, change": {
+        "crawls.change_crawl",
+        "core.change_snapshot",
+        "orchestrator.change_queuestate",
+    },
+    "staff, delete": {"crawls.delete_crawl", "core.delete_snapshot"},
+    "superuser": "*",
+}
+
+
+def operations(schema: dict) -> list[tuple[str, str]]:
+    """``(method, path)`` of every operation of an OpenAPI schema."""
+    return [(method.upper(), path) for path, ops in schema["paths"].items() for method in ops]
+
+
+# The schema that /api/v1/openapi.json serves, read at collection time (before any test's
+# settings allow the test client's host); the first test checks that it is the one served.
+OPERATIONS = operations(api.get_openapi_schema())
+
+
+@pytest.fixture(autouse=True)
+def data_dir(settings, tmp_path: Path) -> Path:
+    settings.DATA_DIR = tmp_path
+    settings.ARCHIVE_DIR = tmp_path / "archive"
+    settings.SOURCES_DIR = tmp_path / "sources"
+    settings.KEYS_DIR = tmp_path / "keys"
+    return tmp_path
+
+
+@pytest.fixture
+def sealed() -> Snapshot:
+    """A sealed snapshot with its folder, in a sealed crawl: every operation can act on it."""
+    return sealed_snapshot()
+
+
+def make_user(kind: str):
+    """The user of ``kind`` (KINDS), or None for anonymous."""
+    perms = KINDS[kind]
+    if perms is None:
+        return None
+    if perms == "*":
+        return get_user_model().objects.create_superuser("root", "root@example.com")
+    if perms == "non-staff":
+        return get_user_model().objects.create_user("member")
+    if perms == "inactive":
+        return staff_with("gone", *KINDS["staff, view only"], is_active=False)
+    return staff_with("staff", *sorted(perms))
+
+
+def allowed(kind: str, perm: str) -> bool:
+    perms = KINDS[kind]
+    return perms == "*" or (isinstance(perms, set) and perm in perms)
+
+
+def api_client(kind: str) -> Client:
+    """A client sending the token of a user of ``kind`` (none for anonymous). An inactive
+    user's token was made while it was active."""
+    user = make_user(kind)
+    if user is None:
+        return Client()
+    if not user.is_active:
+        user.is_active = True
+        user.save()
+        key = token_create(username=user.username)[1]
+        user.is_active = False
+        user.save()
+    else:
+        key = token_create(username=user.username)[1]
+    return Client(headers={"Authorization": f"Bearer {key}"})
+
+
+def db_state() -> str:
+    """Every row of every model but the tokens (whose last use is recorded) and sessions."""
+    skipped = {ApiToken, apps.get_model("sessions", "Session")}
+    models = [model for model in apps.get_models() if model not in skipped]
+    return "".join(serializers.serialize("json", model.objects.order_by("pk")) for model in models)
+
+
+def disk_state(root: Path) -> list[tuple[str, int, int]]:
+    return sorted(
+        (str(path.relative_to(root)), path.stat().st_size, path.stat().st_mtime_ns)
+        for path in root.rglob("*")
+    )
+
+
+def call_api(client: Client, method: str, path: str, snapshot: Snapshot):
+    url = path.format(crawl_id=snapshot.crawl_id, snapshot_id=snapshot.pk)
+    url += QUERIES.get(method, "")
+    body = BODIES.get((method, path))
+    if body is None:
+        return client.generic(method, url)
+    return client.generic(method, url, json.dumps(body), content_type="application/json")
+
+
+def test_the_rule_table_names_every_operation_of_the_schema() -> None:
+    served = operations(Client().get("/api/v1/openapi.json").json())
+    assert sorted(served) == sorted(OPERATIONS) == sorted(API_RULES)
+    for path in api.get_openapi_schema()["paths"].values():
+        for operation in path.values():
+            assert "403" in operation["responses"]
+
+
+def test_the_rule_table_names_every_view_of_crawls_urls() -> None:
+    names = {f"crawls:{pattern.name}" for pattern in crawl_urls.urlpatterns}
+    assert names == {name for _method, name in VIEW_RULES}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize(("method", "path"), OPERATIONS)
+def test_every_api_operation_obeys_the_admins_rules(
+    kind: str, method: str, path: str, sealed: Snapshot, data_dir: Path
+) -> None:
+    client = api_client(kind)
+    before = (db_state(), disk_state(data_dir))
+
+    response = call_api(client, method, path, sealed)
+
+    if allowed(kind, API_RULES[(method, path)]):
+        assert response.status_code not in (401, 403), response.content
+        assert response.status_code < 500, response.content
+        return
+    expected = 401 if kind in ("anonymous", "inactive") else 403
+    assert response.status_code == expected, response.content
+    assert "detail" in response.json()
+    assert (db_state(), disk_state(data_dir)) == before
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize(("method", "name"), list(VIEW_RULES))
+def test_every_crawl_view_obeys_the_admins_rules(
+    kind: str, method: str, name: str, sealed: Snapshot, data_dir: Path
+) -> None:
+    client = Client()
+    user = make_user(kind)
+    if user is not None:
+        client.force_login(user)  # an inactive user's session opens nothing (ModelBackend)
+    url = reverse(name, kwargs={} if name == "crawls:add" else {"crawl_id": sealed.crawl_id})
+    before = (db_state(), disk_state(data_dir))
+
+    if method == "POST":
+        response = client.post(url, {"urls": "https://example.com/", "parser": "auto",
+                                     "depth": "0", "tags": "new", "profile": ""})  # fmt: skip
+    else:
+        response = client.get(url)
+
+    if allowed(kind, VIEW_RULES[(method, name)]):
+        assert response.status_code in (200, 302), response.content
+        if response.status_code == 302:
+            assert response["Location"].startswith("/crawl/")  # the new crawl, not sign-in
+        return
+    if kind in ("anonymous", "inactive"):
+        assert response.status_code == 302
+        assert response["Location"].startswith("/admin/login/?next=")
+    else:
+        assert response.status_code == 403
+    assert (db_state(), disk_state(data_dir)) == before
+
+
+# --- the issue's reproductions -------------------------------------------------------------------
+
+
+def test_a_non_staff_token_cannot_add_a_crawl_nor_hold_the_queue(sealed: Snapshot) -> None:
+    client = api_client("non-staff")
+
+    added = call_api(client, "POST", "/api/v1/crawls", sealed)
+    held = call_api(client, "POST", "/api/v1/queue/hold", sealed)
+
+    assert added.status_code == 403 and "staff" in added.json()["detail"]
+    assert Crawl.objects.count() == 1  # the sealed snapshot's own
+    assert held.status_code == 403
+    assert not queue_held()
+
+
+def test_a_view_only_token_cannot_hold_nor_remove_a_crawl_with_its_files(sealed: Snapshot) -> None:
+    client = api_client("staff, view only")
+    crawl_id, folder = sealed.crawl_id, sealed.output_dir
+
+    held = client.post(f"/api/v1/crawls/{crawl_id}/hold", {}, content_type="application/json")
+    removed = client.delete(f"/api/v1/crawls/{crawl_id}?delete_files=true")
+
+    assert held.status_code == 403
+    assert held.json() == {"detail": "permission crawls.change_crawl is needed"}
+    assert removed.status_code == 403
+    assert removed.json() == {"detail": "permission crawls.delete_crawl is needed"}
+    assert Crawl.objects.filter(pk=crawl_id).exists() and Snapshot.objects.filter(pk=sealed.pk)
+    assert folder.is_dir() and (folder / "title/title.txt").is_file()
+    assert client.get(f"/api/v1/crawls/{crawl_id}").status_code == 200  # what it may do
+
+
+def test_a_staff_session_obeys_the_same_rules_as_a_token(sealed: Snapshot) -> None:
+    client = Client()
+    client.force_login(staff_with("staff", "crawls.view_crawl"))
+
+    assert client.get("/api/v1/crawls").status_code == 200
+    assert client.get("/api/v1/snapshots").status_code == 403
+    assert client.post("/api/v1/queue/hold", {}, content_type="application/json").status_code == 403

@@ -286,6 +286,9 @@ ESTIMATE_WORKERS = env_int("ESTIMATE_WORKERS", 8, minimum=1)  # HEAD requests at
 PUBLIC_ARCHIVE = env_bool("PUBLIC_ARCHIVE", False)
 # REST API calls one user may make ("<count>/<s|min|h|d>"); more get 429 with Retry-After.
 API_RATE = env_str("API_RATE", "600/min")
+# Tags one request (the API, the add page, manage.py add, one input file's entries) may name;
+# more are refused with 400 (crawls/services.py), so one request cannot flood the tag list.
+MAX_TAGS_PER_REQUEST = env_int("MAX_TAGS_PER_REQUEST", 50, minimum=1)
 
 # Replay (core/replay.py) runs archived scripts, so it lives on a host of its own: "host" or
 # "host:port", e.g. "replay.archive.example", or, with wildcard DNS, "*.replay.archive.example",

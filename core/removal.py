@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
-from core.models import Snapshot
+from core.models import Snapshot, Tag
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
@@ -37,7 +37,7 @@ class RemovalRefused(Exception):
 
 def snapshot_remove(*, snapshot_id: uuid.UUID, delete_files: bool = False) -> None:
     """Delete snapshot ``snapshot_id`` with its results, copies' records and fixity checks,
-    and with ``delete_files`` its folder in DATA_DIR.
+    the tags nothing else carries, and with ``delete_files`` its folder in DATA_DIR.
 
     Raises Snapshot.DoesNotExist, and RemovalRefused while any of it is running (see above).
     """
@@ -52,7 +52,9 @@ def snapshot_remove(*, snapshot_id: uuid.UUID, delete_files: bool = False) -> No
             trash = _move_to_trash(folder)
         try:
             _forget_seed(snapshot)
+            tag_ids = list(snapshot.tags.values_list("pk", flat=True))
             snapshot.delete()
+            tags_drop_unused(tag_ids=tag_ids)
         except BaseException:
             if trash is not None:
                 trash.rename(folder)  # the rows stay, so the folder goes back
@@ -63,8 +65,8 @@ def snapshot_remove(*, snapshot_id: uuid.UUID, delete_files: bool = False) -> No
 
 
 def crawl_remove(*, crawl_id: int, delete_files: bool = False) -> int:
-    """Remove every snapshot of crawl ``crawl_id`` (as snapshot_remove does), then the crawl;
-    return how many snapshots were removed.
+    """Remove every snapshot of crawl ``crawl_id`` (as snapshot_remove does), then the crawl
+    and the tags nothing else carries; return how many snapshots were removed.
 
     Raises Crawl.DoesNotExist, and RemovalRefused when the crawl is queued or started (hold it
     first) or when one of its snapshots is still running (the others are removed, the crawl is
@@ -84,9 +86,19 @@ def crawl_remove(*, crawl_id: int, delete_files: bool = False) -> int:
             refused.append(str(error))
     if refused:
         raise RemovalRefused(f"crawl {crawl.pk} kept: " + "; ".join(refused[:5]))
-    crawl.delete()
+    with transaction.atomic():
+        tag_ids = list(crawl.tags.values_list("pk", flat=True))
+        crawl.delete()
+        tags_drop_unused(tag_ids=tag_ids)
     logger.info("crawl %s removed (%d snapshots)", crawl_id, removed)
     return removed
+
+
+def tags_drop_unused(*, tag_ids: list[int]) -> int:
+    """Delete the tags among ``tag_ids`` that no crawl and no snapshot carries any more (a tag
+    lives as long as what uses it); return how many were deleted."""
+    unused = Tag.objects.filter(pk__in=tag_ids, crawls__isnull=True, snapshots__isnull=True)
+    return unused.delete()[0]
 
 
 def _busy(snapshot: Snapshot) -> str:

@@ -33,13 +33,14 @@ ARCHIVED_CONTENT_CSP = (
 def resolve_snapshot_file(snapshot: Snapshot, relative: str) -> Path:
     """Return the real path of ``relative`` inside the snapshot folder.
 
-    Raises Http404 when it does not exist, is not a file, or resolves (through ``..`` or a
-    symbolic link) to anything outside ``DATA_DIR/archive/<id>/``.
+    Raises Http404 when it does not exist (or cannot: a name with a NUL byte), is not a file,
+    or resolves (through ``..`` or a symbolic link) to anything outside
+    ``DATA_DIR/archive/<id>/``.
     """
     root = snapshot.output_dir.resolve()
     try:
         path = (root / relative).resolve(strict=True)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL byte, which no name holds
         raise Http404("no such file in this snapshot") from None
     if (
         not path.is_relative_to(root)

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 import feedparser
 import lxml.html
 
-from crawls.seeds import MAX_LISTED_PROBLEMS, InputError, InvalidURL, decode_input, normalize_url
+from crawls.seeds import (
+    MAX_LISTED_PROBLEMS,
+    InputError,
+    InvalidURL,
+    decode_input,
+    has_control_character,
+    normalize_url,
+)
 
 FORMATS = ("text", "feed", "bookmarks", "json")
 MAX_TITLE_LENGTH = 512  # characters kept of a title given with a URL
@@ -227,6 +234,9 @@ def _read_json(text: str, collector: _Collector) -> None:
             f"{collector.source} is not valid JSON (line {error.lineno}, column {error.colno}: "
             f"{error.msg})"
         ) from None
+    except RecursionError:
+        # Python's decoder recurses once per level: some 1,000 levels exhaust its stack.
+        raise InputError(f"{collector.source} is JSON nested too deeply") from None
     if not isinstance(document, list):
         raise InputError(
             f"{collector.source}: expected a JSON list of URLs or of objects with a url, "
@@ -234,7 +244,10 @@ def _read_json(text: str, collector: _Collector) -> None:
         )
     for number, item in enumerate(document, start=1):
         where = f"entry {number}"
-        if isinstance(item, str):
+        url = item.get("url") if isinstance(item, dict) else item
+        if isinstance(url, str) and has_control_character(url):  # one entry, one URL
+            collector.problem(where, "a URL cannot hold a line break or other control character")
+        elif isinstance(item, str):
             collector.add(item, where)
         elif isinstance(item, dict) and isinstance(item.get("url"), str):
             tags = item.get("tags") or []

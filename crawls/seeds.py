@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import ipaddress
+import unicodedata
 from functools import lru_cache
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -91,6 +92,12 @@ def normalize_url(raw: str) -> str:
     except ValidationError:
         raise InvalidURL(f"{_short(url)} is not a valid URL") from None
     return normalized
+
+
+def has_control_character(text: str) -> bool:
+    """Tell whether ``text`` holds a control character (Unicode category Cc: C0, DEL, C1), which
+    no URL does (RFC 3986 §2; the WHATWG URL standard strips tabs and line breaks)."""
+    return any(unicodedata.category(char) == "Cc" for char in text)
 
 
 def _bare_ipv6(url: str) -> bool:

@@ -59,7 +59,9 @@ def crawl_create(
     ``seed_details`` (its snapshot gets them); entries left out are counted and named in
     ``input_report``. Raises InputError (nothing saved, nothing queued) for input with no valid
     entry, empty or binary input, any bad entry when ``strict``, a depth outside 0..10, a
-    priority outside a small integer's range, an invalid tag, or an invalid webhook URL or
+    priority outside a small integer's range, an invalid tag, more than
+    settings.MAX_TAGS_PER_REQUEST distinct tags (given and named by the input's entries, all
+    made in the crawl's own transaction or when it starts), or an invalid webhook URL or
     email address (``notify_webhook``, ``notify_email``: where the report goes when it seals),
     or a ``profile`` that names no stored Profile (none: the default profile, if one is marked).
     ``schedule`` is the CrawlSchedule that made this crawl, if one did. With ``hold_reason``
@@ -74,6 +76,7 @@ def crawl_create(
         profile=profile,
     )
     parsed = read_input(data, source=source_name, parser=parser, strict=strict)
+    _check_tag_count({*checked.tags, *(name for entry in parsed.entries for name in entry.tags)})
     source_file = _save_source(data, source_name)
     with transaction.atomic():
         crawl = Crawl.objects.create(
@@ -158,6 +161,17 @@ def _seed_details(parsed: ParsedInput) -> dict[str, dict]:
     }
 
 
+def _check_tag_count(names: set[str]) -> None:
+    """Raise InputError when ``names`` are more tags than one request may make (a setting, so
+    that one call cannot flood the tag list)."""
+    limit = settings.MAX_TAGS_PER_REQUEST
+    if len(names) > limit:
+        raise InputError(
+            f"{len(names)} different tags: one request may name at most {limit} "
+            "(MAX_TAGS_PER_REQUEST)"
+        )
+
+
 def _clean_tags(tags: list[str]) -> list[str]:
     names = []
     for raw in tags:
@@ -168,7 +182,9 @@ def _clean_tags(tags: list[str]) -> list[str]:
             if not is_valid_tag(name):
                 raise InputError(f"invalid tag {name[:40]!r}: printable, at most 100 characters")
             names.append(name)
-    return list(dict.fromkeys(names))
+    unique = list(dict.fromkeys(names))
+    _check_tag_count(set(unique))
+    return unique
 
 
 def _clean_notify(webhook: str, email: str) -> tuple[str, str]:

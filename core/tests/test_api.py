@@ -4,6 +4,7 @@ status and the queue, errors as JSON, the OpenAPI schema, and ``manage.py token`
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from django.test import Client
 from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.models import ApiToken, ArchiveResult, Snapshot
+from core.models import ApiToken, ArchiveResult, Snapshot, Tag
 from core.tests.test_removal import sealed_snapshot
 from core.tests.users import keeper
 from core.tokens import token_create, token_revoke
@@ -186,6 +187,55 @@ def test_a_body_that_is_not_a_json_object_is_a_400(api, body: str) -> None:
     assert response.status_code == 400
     assert response.json() == {"detail": "the request body must be a JSON object"}
     assert api.get("/api/v1/status").json()["queue"]["held"] is False
+
+
+DEEP = "[" * 50_000 + "]" * 50_000  # once a RecursionError in the JSON decoder: a 500
+
+
+@pytest.mark.parametrize("body", [DEEP, '{"urls": ' + DEEP + "}", '{"tags": ' + DEEP + "}"])
+def test_a_body_nested_too_deeply_is_a_400_saying_so(api, body: str) -> None:
+    response = api.post("/api/v1/crawls", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json() == {"detail": "the request body is nested too deeply"}
+    assert not Crawl.objects.exists()
+
+
+def test_an_input_nested_too_deeply_is_a_400_saying_so(api) -> None:
+    response = post(api, "/crawls", {"input": DEEP, "parser": "json"})
+
+    assert response.status_code == 400
+    assert response.json() == {"detail": "api input is JSON nested too deeply"}
+    assert not Crawl.objects.exists()
+
+
+@pytest.mark.parametrize("sep", ["\n", "\r\n", "\t", "\x00", "\x85"])
+def test_one_urls_element_is_one_url_never_two(api, sep: str) -> None:
+    """An element holding a newline once became two seeds."""
+    urls = ["https://c.example/", f"http://a.example/{sep}http://b.example/"]
+
+    response = post(api, "/crawls", {"urls": urls})
+
+    assert response.status_code == 400
+    assert response.json() == {"detail": "urls[1] holds a line break or other control character"}
+    assert not Crawl.objects.exists()
+
+
+def test_tags_past_the_limit_are_a_400_and_make_no_tag(api, settings) -> None:
+    settings.MAX_TAGS_PER_REQUEST = 3
+    many = post(api, "/crawls", {"urls": ["https://example.com/"], "tags": ["a", "b", "c,d"]})
+    feed = post(api, "/crawls", {"input": json.dumps(
+        [{"url": f"https://example.com/{n}", "tags": [f"t{n}"]} for n in range(4)]
+    )})  # fmt: skip
+
+    for response in (many, feed):
+        assert response.status_code == 400
+        assert response.json() == {
+            "detail": "4 different tags: one request may name at most 3 (MAX_TAGS_PER_REQUEST)"
+        }
+    assert not Crawl.objects.exists() and not Tag.objects.exists()
+    exactly = post(api, "/crawls", {"urls": ["https://example.com/"], "tags": ["a", "b", "c"]})
+    assert exactly.status_code == 201 and Tag.objects.count() == 3
 
 
 @pytest.mark.parametrize("path", ["/crawls", "/snapshots", "/results"])

@@ -15,10 +15,11 @@ from model_bakery import baker
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
 from core.fixity import snapshot_audit
-from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy
+from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy, Tag
 from core.removal import RemovalRefused, crawl_remove, snapshot_remove
 from core.services import snapshot_check_results
 from core.tests.test_services import finished_snapshot, make_crawl, make_result, make_snapshot
+from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.services import crawl_hold
 
@@ -121,6 +122,25 @@ def test_a_crawl_is_removed_whole_once_sealed_or_held() -> None:
 
     assert not Crawl.objects.filter(pk=crawl_id).exists()
     assert not snapshot.output_dir.exists()
+
+
+def test_tags_go_with_the_last_crawl_or_snapshot_that_carries_them() -> None:
+    snapshot = sealed_snapshot()  # its crawl and it carry "news"
+    kept = baker.make(Tag, name="kept")
+    sealed_crawl = baker.make(Crawl, status=CrawlStatus.SEALED, seeds="http://b.example/")
+    sealed_crawl.tags.add(kept)
+    other = make_snapshot(
+        "http://b.example/", SnapshotStatus.SEALED, crawl=sealed_crawl, tags=[kept]
+    )
+    snapshot.tags.add(kept)
+
+    crawl_remove(crawl_id=snapshot.crawl_id)
+
+    assert list(Tag.objects.values_list("name", flat=True)) == ["kept"]  # "news" went with it
+    snapshot_remove(snapshot_id=other.pk)
+    assert Tag.objects.filter(name="kept").exists()  # its crawl still carries it
+    crawl_remove(crawl_id=other.crawl_id)
+    assert not Tag.objects.exists()
 
 
 def test_an_active_crawl_is_refused() -> None:

@@ -195,3 +195,13 @@ def test_a_snapshot_without_a_folder_is_not_found(admin_client: Client, data_dir
 
 def test_a_malformed_snapshot_id_is_not_found(admin_client: Client, snapshot: Snapshot) -> None:
     assert admin_client.get("/archive/not-a-uuid/title/title.txt").status_code == 404
+
+
+@pytest.mark.parametrize("relative", ["a%00b", "title/%00", "%00/../title/title.txt"])
+def test_a_name_with_a_nul_byte_is_not_found_not_a_crash(
+    admin_client: Client, snapshot: Snapshot, relative: str
+) -> None:
+    """``GET /archive/<id>/a%00b`` was a 500 (ValueError: embedded null byte)."""
+    response = admin_client.get(raw_url(snapshot.pk, relative))
+
+    assert response.status_code == 404

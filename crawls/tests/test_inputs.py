@@ -260,6 +260,21 @@ def test_json_that_does_not_parse_names_the_line_and_column() -> None:
         read('["https://a.example/",\n]', source="links.json")
 
 
+def test_json_nested_too_deeply_is_refused_saying_so() -> None:
+    """50,000 nested arrays once exhausted the decoder's recursion (RecursionError, a 500)."""
+    with pytest.raises(InputError, match=r"^links.json is JSON nested too deeply$"):
+        read("[" * 50_000 + "]" * 50_000, source="links.json")
+
+
+def test_a_json_entry_holding_a_line_break_is_left_out_not_split() -> None:
+    parsed = read('["https://c.example/", {"url": "http://a.example/\\nhttp://b.example/"}]')
+
+    assert [entry.url for entry in parsed.entries] == ["https://c.example/"]
+    assert parsed.problems == [
+        "input entry 2: a URL cannot hold a line break or other control character"
+    ]
+
+
 def test_json_of_another_shape_is_refused() -> None:
     with pytest.raises(InputError, match="expected a JSON list of URLs or of objects with a url"):
         read('{"url": "https://a.example/"}', source="links.json")

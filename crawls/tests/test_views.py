@@ -159,3 +159,14 @@ def test_a_sealed_crawls_progress_stops_polling(signed_in: Client) -> None:
 
 def test_an_unknown_crawl_is_not_found(signed_in: Client) -> None:
     assert signed_in.get("/crawl/404/").status_code == 404
+
+
+def test_json_nested_too_deeply_is_a_400_saying_so(signed_in: Client) -> None:
+    """50,000 nested arrays once exhausted the JSON decoder's recursion (a 500)."""
+    deep = "[" * 50_000 + "]" * 50_000
+
+    response = signed_in.post("/add/", form(urls=deep))
+
+    assert response.status_code == 400
+    assert "nested too deeply" in response.content.decode()
+    assert not Crawl.objects.exists()

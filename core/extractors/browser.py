@@ -2,17 +2,20 @@
 
 Launching Chromium costs far more than rendering one page, so an actor starts Debian's
 ``chromium`` once, on the first page it renders, and reuses it: each page gets a fresh browser
-context (no cookies, cache or storage carried from one page to the next), and the extractors
-drive it over the DevTools protocol (Playwright's ``connect_over_cdp``; SingleFile connects to
-the same endpoint). The browser is started again after ``CHROMIUM_RESTART_PAGES`` pages (memory
-grows with every page) and after it crashes or misses a deadline.
+context (no cookies, cache or storage carried from one page to the next). The browser is
+started again after ``CHROMIUM_RESTART_PAGES`` pages (memory grows with every page) and after
+it crashes or misses a deadline.
 
-Vellum launches Chromium itself rather than through Playwright's launcher so that it is
-confined like every other tool: its own process group (killed whole on close or on a missed
-deadline), ``setpriv --pdeathsig KILL`` so that it dies with its actor even when the actor is
-SIGKILLed, and the flags below, which keep it from calling out to Google's services (the
-machines Vellum runs on may have no route to the internet, and an archive should only fetch
-what it archives).
+Playwright launches it and drives it over ``--remote-debugging-pipe`` (file descriptors 3 and 4
+of the browser): there is no DevTools TCP port that another process or user of the machine
+could drive (DESIGN.md §8; issue 16). Chromium is started through ``chromium-launcher``, a
+small exec wrapper beside this module, so that it is confined like every other tool: its own
+process group (Playwright starts it in a new session; the group is killed whole on close or
+on a missed deadline), ``setpriv --pdeathsig KILL`` so that it dies with Playwright's driver,
+which exits with its actor even when the actor is SIGKILLed, and the flags below, which keep it
+from calling out to Google's services (the machines Vellum runs on may have no route to the
+internet, and an archive should only fetch what it archives). Its sandbox is on unless the
+actor runs as root, where Chromium refuses to start with it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from django.conf import settings
 
-from core.extractors.process import SETPRIV, find_binary
+from core.extractors.process import find_binary
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -45,7 +47,8 @@ R = TypeVar("R")
 
 # Headless, and nothing in the background: no sync, component updates, metrics, field trials,
 # translation or safe-browsing lookups; no QUIC (one network stack for every capture: the
-# same TCP connections wget and curl see); no GPU on a server.
+# same TCP connections wget and curl see); no GPU on a server. Playwright adds its own
+# defaults before these (Chromium keeps the last value of a repeated switch).
 CHROMIUM_FLAGS = (
     "--headless",
     "--disable-gpu",
@@ -69,10 +72,13 @@ CHROMIUM_FLAGS = (
     "--use-mock-keychain",
     "--hide-scrollbars",
     "--mute-audio",
-    "--remote-debugging-address=127.0.0.1",
-    "--remote-debugging-port=0",  # any free port; Chromium writes it to DevToolsActivePort
 )
-START_TIMEOUT = 30  # seconds for a new browser to open its DevTools port
+# Playwright's own switch for its DevTools connection (it refuses it in ``args``).
+PIPE_FLAG = "--remote-debugging-pipe"
+# Starts Chromium for Playwright: see its comments. It finds Chromium and its log file in the
+# environment variables below.
+LAUNCHER = Path(__file__).with_name("chromium-launcher")
+START_TIMEOUT = 30  # seconds for a new browser to start and answer over its pipe
 DEADLINE_GRACE = 1  # seconds past a page's timeout before the browser is killed
 VISIT_REUSE_SECONDS = 30  # how long a loaded page may serve the next capture of its URL
 CLOSE_TIMEOUT = 5  # seconds for Chromium to exit on SIGTERM before it is SIGKILLed
@@ -86,29 +92,51 @@ class DeadlineMissed(Exception):
     """A page took longer than its extractor's timeout; the browser was killed."""
 
 
-def chromium_command(chromium: str, user_data_dir: Path) -> list[str]:
-    """Return the command line that starts the shared browser (without the setpriv wrapper).
+def extra_launch_args() -> list[str]:
+    """Return the switches added to CHROMIUM_FLAGS for every browser (none yet).
 
-    Chromium refuses to run as root without ``--no-sandbox``: it is added only then.
+    The hook for deployment-wide switches, such as an egress proxy's ``--proxy-server``.
     """
-    sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []
-    return [chromium, *CHROMIUM_FLAGS, *sandbox, f"--user-data-dir={user_data_dir}", "about:blank"]
+    return []
+
+
+def sandboxed() -> bool:
+    """True unless this process runs as root: Chromium refuses to start as root with its
+    sandbox on, so only then does it run with ``--no-sandbox`` (run Vellum as another user,
+    README "Security", to keep it on)."""
+    return os.geteuid() != 0
+
+
+def launch_args() -> list[str]:
+    """Return the switches Vellum passes to Playwright's launch (Playwright adds its defaults,
+    ``--user-data-dir``, PIPE_FLAG and, without the sandbox, ``--no-sandbox``)."""
+    return [*CHROMIUM_FLAGS, *extra_launch_args()]
+
+
+def chromium_command(chromium: str, user_data_dir: Path) -> list[str]:
+    """Return the command line the shared browser is started with, as recorded in results:
+    Vellum's switches, the sandbox rule, the profile and the DevTools pipe (Playwright's own
+    defaults left out)."""
+    sandbox = [] if sandboxed() else ["--no-sandbox"]
+    profile = f"--user-data-dir={user_data_dir}"
+    return [chromium, *launch_args(), *sandbox, profile, PIPE_FLAG, "about:blank"]
 
 
 class Browser:
     """A running Chromium and Playwright's connection to it.
 
-    ``cdp_url`` is its DevTools endpoint (``http://127.0.0.1:<port>``); ``pages`` counts the
-    pages rendered since it started; ``process`` is Chromium's main process, the leader of its
-    own process group.
+    ``pid`` is Chromium's main process, the leader of its own process group; ``pages`` counts
+    the pages rendered since it started; ``command`` is its command line (chromium_command).
     """
 
     def __init__(self, chromium: str) -> None:
+        self.chromium = chromium
         self.user_data_dir = new_profile_dir()
         self.command = chromium_command(chromium, self.user_data_dir)
         self.pages = 0
-        self.process: subprocess.Popen | None = None
+        self.pid: int | None = None
         self._playwright = None
+        self._context = None  # the persistent context Playwright launched the browser with
         self._connection = None
         # The last page loaded: (url, user agent, final url, time.monotonic(), page).
         self._visit_open: tuple | None = None
@@ -117,54 +145,63 @@ class Browser:
         # in this one thread instead, and the actor's thread waits for it.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
         try:
-            self._launch()
-            self._thread.submit(self._connect).result()
+            self._thread.submit(self._launch).result()
         except BaseException:
             self.close()
             raise
 
     def _launch(self) -> None:
-        log_dir = Path(settings.DATA_DIR) / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        wrapper = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
-        with open(log_dir / "chromium.log", "ab") as log:
-            self.process = subprocess.Popen(
-                [*wrapper, *self.command],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
-        port_file = self.user_data_dir / "DevToolsActivePort"
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                raise BrowserUnavailable(
-                    f"chromium exited at start (exit {code}, see chromium.log)"
-                )
-            port = _read_port(port_file)
-            if port:
-                self.cdp_url = f"http://127.0.0.1:{port}"
-                return
-            time.sleep(0.05)
-        raise BrowserUnavailable(f"chromium did not open its DevTools port in {START_TIMEOUT} s")
+        """Start Chromium through LAUNCHER and connect to it (in the browser's thread).
 
-    def _connect(self) -> None:
+        Raises BrowserUnavailable when it does not start within START_TIMEOUT.
+        """
+        from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import sync_playwright
 
+        log_dir = Path(settings.DATA_DIR) / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "VELLUM_CHROMIUM": self.chromium,
+            "VELLUM_CHROMIUM_LOG": str(log_dir / "chromium.log"),
+        }
         self._playwright = sync_playwright().start()
-        self._connection = self._playwright.chromium.connect_over_cdp(
-            self.cdp_url, timeout=START_TIMEOUT * 1000
-        )
+        try:
+            # A persistent context, for a profile folder of Vellum's own under DATA_DIR; each
+            # page still gets a fresh context of its own (new_context).
+            self._context = self._playwright.chromium.launch_persistent_context(
+                self.user_data_dir,
+                executable_path=str(LAUNCHER),
+                args=launch_args(),
+                headless=True,
+                chromium_sandbox=sandboxed(),
+                env=env,
+                timeout=START_TIMEOUT * 1000,
+            )
+        except PlaywrightError as error:
+            first = error.message.strip().splitlines()[0] if error.message.strip() else "?"
+            raise BrowserUnavailable(
+                f"chromium did not start ({first}; see chromium.log)"
+            ) from None
+        self._connection = self._context.browser
         self.version = f"Chromium {self._connection.version}"
+        self.pid = self._browser_pid()
+
+    def _browser_pid(self) -> int:
+        """Return the browser process's id, as Chromium reports it (SystemInfo domain)."""
+        session = self._connection.new_browser_cdp_session()
+        try:
+            processes = session.send("SystemInfo.getProcessInfo")["processInfo"]
+        finally:
+            session.detach()
+        return next(int(p["id"]) for p in processes if p["type"] == "browser")
 
     @property
     def alive(self) -> bool:
         """True while Chromium runs and Playwright is connected to it."""
         return (
-            self.process is not None
-            and self.process.poll() is None
+            self.pid is not None
+            and _running(self.pid)
             and self._connection is not None
             and self._connection.is_connected()
         )
@@ -242,28 +279,28 @@ class Browser:
 
     def kill(self) -> None:
         """SIGKILL Chromium's whole process group (a deadline was missed)."""
-        if self.process is not None and self.process.poll() is None:
+        if self.pid is not None and _running(self.pid):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
 
     def close(self) -> None:
         """Disconnect, stop Chromium (SIGTERM, then SIGKILL), and delete its profile folder."""
-        if self._connection is not None or self._playwright is not None:
+        if self._playwright is not None:
             # A hung thread is left behind, and at interpreter exit (atexit) the executor takes
             # no more work (RuntimeError): Chromium is stopped all the same.
             with contextlib.suppress(Exception):
                 self._thread.submit(self._disconnect).result(timeout=CLOSE_TIMEOUT)
         self._thread.shutdown(wait=False, cancel_futures=True)
-        if self.process is not None:
-            _stop_group(self.process)
+        if self.pid is not None:
+            _stop_group(self.pid)
         shutil.rmtree(self.user_data_dir, ignore_errors=True)
 
     def _disconnect(self) -> None:
-        """Close Playwright's connection and stop its driver (in the browser's thread)."""
+        """Close the browser and stop Playwright's driver (in the browser's thread)."""
         self._close_visit()
-        if self._connection is not None:
+        if self._context is not None:
             with contextlib.suppress(Exception):
-                self._connection.close()
+                self._context.close()
         if self._playwright is not None:
             with contextlib.suppress(Exception):
                 self._playwright.stop()
@@ -287,28 +324,26 @@ def _close_context(page: Page) -> None:
         page.context.close()
 
 
-def _read_port(port_file: Path) -> int | None:
-    """Return the port on the first line of DevToolsActivePort, once Chromium has written it."""
+def _running(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie (Chromium is Playwright's driver's child,
+    reaped by it, not by this process)."""
     try:
-        first = port_file.read_text().split("\n", 1)[0].strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return None
-    return int(first) if first.isdigit() else None
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    """Terminate ``process``'s group; SIGKILL it if it outlives CLOSE_TIMEOUT; reap it."""
-    for sig, wait in ((signal.SIGTERM, CLOSE_TIMEOUT), (signal.SIGKILL, CLOSE_TIMEOUT)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        # The leader is gone; SIGKILL whatever it left in its group (zygote, renderers).
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        return
+def _stop_group(pid: int) -> None:
+    """Terminate the process group led by ``pid``; SIGKILL it if its leader outlives
+    CLOSE_TIMEOUT; then SIGKILL whatever it left in the group (zygote, renderers)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + CLOSE_TIMEOUT
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 # --- the actor's shared browser ----------------------------------------------------------------

@@ -1,147 +1,129 @@
-"""Save a page as one self-contained HTML file with SingleFile, rendered by the shared Chromium.
+"""Save a page as one self-contained HTML file with SingleFile, in the page the shared Chromium
+loaded.
 
-``single-file-cli`` (pinned in package.json, installed into node_modules by bash .ci/install)
-inlines every stylesheet, image, font and frame of the rendered page as data: URIs and adds a
-Content-Security-Policy that forbids any request, so the file shows the page offline and never
-calls out. It connects to the actor's shared browser (``--browser-server``) instead of
-launching a Chromium of its own.
+SingleFile inlines every stylesheet, image, font and same-origin frame of the rendered page as
+data: URIs and adds a Content-Security-Policy that forbids any request, so the file shows the
+page offline and never calls out. Its browser-side code comes from ``single-file-cli`` (pinned
+in package.json, installed into node_modules by bash .ci/install): the page is loaded as for the
+other rendering extractors (core/extractors/rendering.py, over Playwright's DevTools pipe, so no
+DevTools port is ever open), then SingleFile's bundle runs in an isolated world of the page (the
+page's own scripts cannot see or change it) and its ``getPageData`` is called with the options
+single-file-cli itself derives from the command line below, as its lib/cdp-client.js does.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import urllib.request
+import os
+import subprocess
+from functools import lru_cache
 from pathlib import Path
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.browser import BrowserUnavailable, shared_browser
-from core.extractors.errors import (
-    Outcome,
-    classify_http_status,
-    timeout_reason,
-)
+from core.extractors.base import ExtractorOutput, HasURL
+from core.extractors.errors import Outcome, timeout_reason
 from core.extractors.fetch import fetch, header
 from core.extractors.page import remove, unavailable
-from core.extractors.rendering import RENDERED_TYPES
+from core.extractors.process import find_binary
+from core.extractors.rendering import RENDERED_TYPES, ChromiumExtractor
 
 OUTPUT_HTML = "singlefile.html"
-# SingleFile's JSON output (--output-json): the page's content plus its main response's status.
-RESULT_JSON = ".singlefile.json"
-# Milliseconds to wait once the page's network is idle before capturing, for late scripts.
-SETTLE_MS = 500
-ACCEPT_LANGUAGE = "en-US,en;q=0.9"  # what Chromium itself sends by default
-# What SingleFile prints when the browser could not load the page at all (DNS, refused, reset).
-UNREACHABLE = "Unreachable URL"
-# What it prints when its own deadlines (--browser-load-max-time, --browser-capture-max-time)
-# passed.
-OWN_TIMEOUTS = ("Load timeout", "Capture timeout")
-# What it prints when it found no document to capture: the URL is one Chromium downloads
-# instead of rendering, or (seen under load) the page's document went away while SingleFile
-# injected its script. A probe of the content type tells the two apart.
-NO_DOCUMENT = "Execution context not found for SingleFile world"
+# The world SingleFile runs in, as single-file-cli names it.
+WORLD_NAME = "singlefile"
+# single-file-cli's options for one page: the CLI parses them (with its defaults) into the
+# options object its getPageData takes. The page is already loaded: its load settings do not
+# apply.
+CLI_OPTIONS = ("--errors-traces-disabled",)
 # Seconds the content-type probe may take: it must end well inside the result's lease, which
-# is the extractor's timeout plus LEASE_MARGIN, most of it used up by single-file itself.
+# is the extractor's timeout plus LEASE_MARGIN.
 PROBE_TIMEOUT = 10
-# Seconds past the extractor's timeout before single-file's group is killed: SingleFile's own
-# load deadline fires first, and is reported as it says.
-KILL_GRACE = 3
-# The DevTools HTTP endpoint is on 127.0.0.1: never through a proxy from the environment.
-LOCAL_HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# Seconds node may take to hand over SingleFile's bundle and options.
+EXPORT_TIMEOUT = 30
+# Runs in node: print single-file-cli's parsed options and its browser-side bundle as JSON.
+# argv: the package folder, then CLI arguments (a URL and an output name last, as the CLI
+# requires them).
+EXPORT_SCRIPT = """
+const [dir, ...args] = process.argv.slice(1);
+process.argv = [process.argv[0], "single-file", ...args];
+const { options } = await import(dir + "/options.js");
+const { script } = await import(dir + "/lib/single-file-bundle.js");
+process.stdout.write(JSON.stringify({ options, script }));
+"""
+# Runs in SingleFile's world: its result as {content, title}, content a string.
+CAPTURE_SCRIPT = (
+    "singlefile.getPageData(%s).then(data => ({content: String(data.content || ''),"
+    " title: data.title || ''}))"
+)
 
 
-class SingleFileExtractor(Extractor):
+class SingleFileError(Exception):
+    """SingleFile's code failed in the page (the message is its own)."""
+
+
+class SingleFileExtractor(ChromiumExtractor):
     """Render the page in the shared browser and save it as singlefile.html (self-contained)."""
 
     name = "singlefile"
     binaries = ("single-file", "chromium")
 
-    def command(self, single_file: str, cdp_url: str, url: str, out_dir: Path) -> list[str]:
-        """Return the single-file command line for ``url``, writing RESULT_JSON in ``out_dir``."""
-        load_ms = self.timeout * 1000
-        return [
-            single_file,
-            f"--browser-server={cdp_url}",
-            f"--user-agent={self.user_agent}",
-            # With --browser-server, SingleFile sets the user agent (CDP's setUserAgentOverride)
-            # only when a platform or language is asked for too (lib/cdp-client.js).
-            f"--accept-language={ACCEPT_LANGUAGE}",
-            f"--browser-load-max-time={load_ms}",
-            f"--browser-capture-max-time={load_ms}",
-            f"--browser-wait-until-delay={SETTLE_MS}",
-            # Each fallback loads the page again with a fresh load deadline, which the run's
-            # own deadline (timeout plus KILL_GRACE) leaves no time for.
-            "--browser-wait-until-fallback=false",
-            "--output-json",  # to learn the main response's HTTP status
-            "--errors-traces-disabled",
-            *self.arguments,
-            url,
-            str(out_dir / RESULT_JSON.removesuffix(".json")),
-        ]
-
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
-        """Write singlefile.html into ``out_dir``; the HTTP status is classified as for curl."""
+        """Write singlefile.html into ``out_dir``.
+
+        Outcomes as for the other rendering extractors (an HTTP error status classified as for
+        curl), in single-file's words: a page that did not load (any network error) TEMPORARY
+        "single-file: unreachable <url>"; past the timeout TEMPORARY; a URL Chromium does not
+        render SKIPPED, naming its content type; SingleFile failing in the page or saving an
+        empty page FATAL. Raises nothing for a page's fault.
+        """
         try:
-            single_file = self.binary_path("single-file")
-            browser = shared_browser()
+            self._bundle = singlefile_bundle(self.binary_path("single-file"))
+            output = super().run(snapshot, out_dir)
         except LookupError as error:
             return unavailable(error)
-        except BrowserUnavailable as error:
-            return ExtractorOutput(outcome=Outcome.TEMPORARY, error=str(error))
-        cmd = self.command(single_file, browser.cdp_url, snapshot.url, out_dir)
-        tabs_before = _page_targets(browser.cdp_url)
-        try:
-            # SingleFile's own load deadline comes first; the group is killed a little later.
-            _, output = self.run_tool(
-                "single-file",
-                cmd,
-                out_dir,
-                log_name="single-file.log",
-                timeout=self.timeout + KILL_GRACE,
-            )
-        finally:
-            # A killed single-file leaves its tab open in the shared browser, still loading.
-            _close_targets(browser.cdp_url, _page_targets(browser.cdp_url) - tabs_before)
-        if output.outcome is Outcome.SUCCEEDED:
-            self._read_result(output, out_dir, snapshot.url)
-        (out_dir / RESULT_JSON).unlink(missing_ok=True)  # half-written when single-file was killed
+        except SingleFileError as error:
+            remove(out_dir / OUTPUT_HTML)
+            return ExtractorOutput(outcome=Outcome.FATAL, error=str(error))
+        output.cmd_version = self.version("single-file")
+        self._in_its_words(output, snapshot.url, out_dir)
         return output
 
-    def _read_result(self, output: ExtractorOutput, out_dir: Path, url: str) -> None:
-        """Turn RESULT_JSON into singlefile.html, or say why there is none."""
-        result_path = out_dir / RESULT_JSON
-        log = (out_dir / "single-file.log").read_text(encoding="utf-8", errors="replace")
+    def capture(self, page, out_dir: Path) -> str:
+        """Run SingleFile in ``page`` (in the browser's thread) and write OUTPUT_HTML.
+
+        Raises SingleFileError when SingleFile fails or saves an empty page.
+        """
+        options = {**self._bundle["options"], "url": page.url}
+        session = page.context.new_cdp_session(page)
         try:
-            result = json.loads(result_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            if UNREACHABLE in log:
-                output.outcome, output.error = Outcome.TEMPORARY, f"single-file: unreachable {url}"
-            elif any(message in log for message in OWN_TIMEOUTS):
-                output.outcome, output.error = timeout_reason("single-file", self.timeout)
-            elif NO_DOCUMENT in log:
-                output.outcome, output.error = self._no_document(url, out_dir)
-            else:
-                last = log.strip().splitlines()[-1] if log.strip() else "no output"
-                output.outcome, output.error = Outcome.FATAL, f"single-file saved nothing: {last}"
-            return
+            frame_id = session.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
+            # Universal access lets SingleFile fetch the page's cross-origin resources (as the
+            # extension does), through Chromium's own network stack.
+            world = session.send(
+                "Page.createIsolatedWorld",
+                {"frameId": frame_id, "worldName": WORLD_NAME, "grantUniveralAccess": True},
+            )["executionContextId"]
+            _evaluate(session, world, self._bundle["script"] + ";singlefile.init({})")
+            result = _evaluate(session, world, CAPTURE_SCRIPT % json.dumps(options))
         finally:
-            result_path.unlink(missing_ok=True)
-        status = (result.get("response") or {}).get("status")
-        if status is not None and classify_http_status(status) is not Outcome.SUCCEEDED:
-            output.outcome = classify_http_status(status)
-            output.error = f"HTTP {status} from {url}"
-            return
-        content = result.get("content") or ""
-        if not content.strip():
-            output.outcome, output.error = Outcome.FATAL, "single-file saved an empty page"
-            return
-        (out_dir / OUTPUT_HTML).write_text(content, encoding="utf-8")
-        output.output = OUTPUT_HTML
+            session.detach()
+        if not result["content"].strip():
+            raise SingleFileError("single-file saved an empty page")
+        (out_dir / OUTPUT_HTML).write_text(result["content"], encoding="utf-8")
+        return OUTPUT_HTML
+
+    def _in_its_words(self, output: ExtractorOutput, url: str, out_dir: Path) -> None:
+        """Reword the rendering extractors' failures as single-file's (see ``run``)."""
+        error = output.error
+        if error.startswith("chromium timed out"):
+            output.outcome, output.error = timeout_reason("single-file", self.timeout)
+        elif error.startswith("chromium: ERR_"):
+            output.outcome, output.error = Outcome.TEMPORARY, f"single-file: unreachable {url}"
+        elif error.startswith("not a page Chromium renders (the URL is a download)"):
+            output.outcome, output.error = self._no_document(url, out_dir)
 
     def _no_document(self, url: str, out_dir: Path) -> tuple[Outcome, str]:
-        """Say why SingleFile found no document: SKIPPED when the URL's content type is one
-        Chromium does not render (a download), else TEMPORARY (the document went away while it
-        was captured; another attempt captures it)."""
+        """Say why there was no document: SKIPPED when the URL's content type is one Chromium
+        does not render (a download), else TEMPORARY (the document went away while it was
+        captured; another attempt captures it)."""
         body = out_dir / ".probe-body"
         log = out_dir / ".probe.log"
         try:
@@ -165,18 +147,49 @@ class SingleFileExtractor(Extractor):
         return Outcome.TEMPORARY, "single-file found no document to capture (the page changed)"
 
 
-def _page_targets(cdp_url: str) -> set[str]:
-    """Return the ids of the browser's tabs ("page" targets), from its DevTools HTTP endpoint
-    (empty if the browser does not answer)."""
+@lru_cache(maxsize=4)
+def singlefile_bundle(single_file: str) -> dict:
+    """Return {"options": dict, "script": str}: single-file-cli's options for CLI_OPTIONS and
+    its browser-side bundle, from the package that the ``single-file`` binary belongs to.
+
+    Asked once per process (node takes about half a second). Raises LookupError when node is
+    missing, SingleFileError when the package cannot be read.
+    """
+    node = find_binary("node")
+    if node is None:
+        raise LookupError("node not found")
+    package = Path(os.path.realpath(single_file)).parent
+    command = [node, "--input-type=module", "-e", EXPORT_SCRIPT, "--", package.as_uri()]
     try:
-        with LOCAL_HTTP.open(f"{cdp_url}/json/list", timeout=5) as reply:
-            return {target["id"] for target in json.load(reply) if target.get("type") == "page"}
-    except (OSError, ValueError, KeyError):
-        return set()
+        done = subprocess.run(
+            [*command, *CLI_OPTIONS, "about:blank", OUTPUT_HTML],
+            capture_output=True,
+            text=True,
+            timeout=EXPORT_TIMEOUT,
+            check=True,
+        )
+        return json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        raise SingleFileError(f"cannot read single-file-cli in {package}: {error}") from None
 
 
-def _close_targets(cdp_url: str, target_ids: set[str]) -> None:
-    """Close the browser's tabs ``target_ids`` (DevTools' /json/close)."""
-    for target_id in target_ids:
-        with contextlib.suppress(OSError):
-            LOCAL_HTTP.open(f"{cdp_url}/json/close/{target_id}", timeout=5).close()
+def _evaluate(session, context_id: int, expression: str):
+    """Return the value of ``expression`` (awaited) in execution context ``context_id``.
+
+    Raises SingleFileError with the page's exception message when it throws.
+    """
+    reply = session.send(
+        "Runtime.evaluate",
+        {
+            "expression": expression,
+            "contextId": context_id,
+            "awaitPromise": True,
+            "returnByValue": True,
+        },
+    )
+    if "exceptionDetails" in reply:
+        details = reply["exceptionDetails"]
+        message = (details.get("exception") or {}).get("description") or details.get("text")
+        first = (message or "unknown error").strip().splitlines()[0]
+        raise SingleFileError(f"single-file failed in the page: {first}")
+    return reply["result"].get("value")

@@ -6,6 +6,7 @@ Everything runs the real Debian Chromium against the live test site on 127.0.0.1
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -141,7 +142,9 @@ def test_singlefile_output_is_self_contained(live_site: LiveSite, tmp_path: Path
         "",
     )
     assert output.cmd_version == "2.0.83"  # package.json pins it
-    assert f"--browser-server={shared_browser().cdp_url}" in output.cmd
+    assert not any(
+        part.startswith(("--browser-server", "--remote-debugging-port")) for part in output.cmd
+    )
     html = (tmp_path / "singlefile.html").read_text(encoding="utf-8")
     page = BeautifulSoup(html, "lxml")
     assert page.h1.get_text() == "Welcome to the Vellum test site"
@@ -238,7 +241,7 @@ def test_one_browser_serves_every_page_of_an_actor(live_site: LiveSite, tmp_path
 
     assert shared_browser() is first
     assert first.pages == 3
-    assert first.process.pid in ours()
+    assert first.pid in ours()
 
 
 def test_the_browser_restarts_after_its_page_quota(
@@ -246,7 +249,7 @@ def test_the_browser_restarts_after_its_page_quota(
 ) -> None:
     settings.CHROMIUM_RESTART_PAGES = 2
     first = shared_browser()
-    first_pid = first.process.pid
+    first_pid = first.pid
     run(DomExtractor(), live_site.url("/"), tmp_path / "a")
     run(DomExtractor(), live_site.url("/page2.html"), tmp_path / "b")
 
@@ -260,8 +263,8 @@ def test_the_browser_restarts_after_its_page_quota(
 
 def test_a_crashed_browser_is_replaced(live_site: LiveSite, tmp_path: Path) -> None:
     first = shared_browser()
-    os.killpg(first.process.pid, signal.SIGKILL)
-    first.process.wait(timeout=10)
+    os.killpg(first.pid, signal.SIGKILL)
+    assert wait_until(lambda: not first.alive)
 
     output = run(ScreenshotExtractor(), live_site.url("/"), tmp_path)
 
@@ -289,7 +292,7 @@ import django
 django.setup()
 from core.extractors.browser import shared_browser
 browser = shared_browser()
-print(browser.process.pid, flush=True)
+print(browser.pid, flush=True)
 time.sleep(60)
 """
 
@@ -418,3 +421,58 @@ def test_a_failed_capture_does_not_leave_its_visit_for_the_next(
 
     assert visit_of(tmp_path / "1" / "output.html") != visit_of(tmp_path / "2" / again.output)
     assert shared_browser() is browser
+
+
+def listening_inodes() -> set[str]:
+    """The socket inodes of every TCP socket in LISTEN state (state 0A), IPv4 and IPv6."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":
+                inodes.add(fields[9])
+    return inodes
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The socket inodes ``pid`` holds open (its /proc/<pid>/fd links "socket:[inode]")."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def test_the_browser_listens_on_no_tcp_port(live_site: LiveSite, tmp_path: Path) -> None:
+    """DevTools goes over Playwright's pipe: no process of the machine can drive the browser."""
+    output = run(DomExtractor(), live_site.url("/"), tmp_path)
+    browser = shared_browser()
+
+    assert output.outcome is Outcome.SUCCEEDED
+    cmdline = process_cmdline(browser.pid)
+    assert "--remote-debugging-pipe" in cmdline
+    assert not [arg for arg in cmdline if arg.startswith("--remote-debugging-port")]
+    assert not (browser.user_data_dir / "DevToolsActivePort").exists()
+    assert len(ours()) >= 2  # the browser and its helpers, all checked below
+    listening = listening_inodes()
+    assert listening  # the live site listens: the check can see a listening socket
+    for pid in ours():
+        assert not socket_inodes(pid) & listening, process_cmdline(pid)[:2]
+
+
+@pytest.mark.parametrize(("euid", "flagged"), [(0, True), (1000, False)])
+def test_the_sandbox_is_off_only_for_root(monkeypatch, euid: int, flagged: bool) -> None:
+    monkeypatch.setattr(browser_module.os, "geteuid", lambda: euid)
+
+    command = browser_module.chromium_command("/usr/bin/chromium", Path("/tmp/profile"))
+
+    assert browser_module.sandboxed() is not flagged
+    assert ("--no-sandbox" in command) is flagged
+
+
+def test_the_running_browser_has_its_sandbox_unless_root() -> None:
+    browser = shared_browser()
+
+    assert ("--no-sandbox" in process_cmdline(browser.pid)) is (os.geteuid() == 0)

@@ -287,8 +287,8 @@ BOUNDED_CASES = {
         "curl": (Outcome.TEMPORARY, "curl: partial file: transfer ended early (exit 18)"),
         "wget": (Outcome.TEMPORARY, "wget: network failure (timeout, refused or reset) (exit 4)"),
         "chromium": (Outcome.TEMPORARY, "chromium: ERR_CONTENT_LENGTH_MISMATCH"),
-        # SingleFile's page never fires load for the cut document (as Chromium's): it waits.
-        "singlefile": SINGLEFILE_TIMED_OUT,
+        # SingleFile captures the page Chromium loaded: the cut document is a network error.
+        "singlefile": (Outcome.TEMPORARY, "single-file: unreachable {url}"),
         "git": (Outcome.TEMPORARY, "curl: partial file: transfer ended early (exit 18)"),
         GIT_CLONE: (
             Outcome.TEMPORARY,

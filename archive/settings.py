@@ -24,6 +24,13 @@ from archive.env import (
     env_str,
     write_private,
 )
+from archive.privacy import DIR_MODE, FILE_MODE, make_private_dir, restrict_umask
+
+# Nothing Vellum writes is for other users of the machine (DESIGN.md §8): the database holds
+# session keys and password hashes, DATA_DIR the signing key and the archive. Settings are the
+# first thing every entry point imports (manage.py, the WSGI/ASGI app, actors, huey), and the
+# tools they start inherit the umask, so this holds whatever umask the process was given.
+restrict_umask()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -66,7 +73,7 @@ def _secret_key() -> str:
         pass
     key = secrets.token_urlsafe(50)
     try:
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        make_private_dir(DATA_DIR)
         write_private(key_file, key)
     except OSError:
         pass  # read-only or absent DATA_DIR: a per-process key still serves (sessions won't last)
@@ -173,6 +180,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# Django's storages set these modes on what they write (collectstatic into DATA_DIR/static, a
+# FileSystemStorage target): owner only, as everything else (archive/privacy.py).
+FILE_UPLOAD_PERMISSIONS = FILE_MODE
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = DIR_MODE
 # htmx (npm, package.json) for the live progress page, served with the app's own static files.
 STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist")]
 STORAGES = {

@@ -102,3 +102,19 @@ def check_tool_confinement(app_configs, **kwargs) -> list[Warning]:
             id="core.W001",
         )
     ]
+
+
+@register()
+def check_data_dir_private(app_configs, **kwargs) -> list[Warning]:
+    """Warn when group or others have access to DATA_DIR (made by an older version, or by hand):
+    its database holds session keys and password hashes (archive/privacy.py)."""
+    from archive.privacy import data_dir_problems
+
+    return [
+        Warning(
+            problem,
+            hint="Run manage.py init (it sets DATA_DIR to 0700), or chmod 700 it.",
+            id="core.W002",
+        )
+        for problem in data_dir_problems(settings.DATA_DIR)
+    ]

@@ -14,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from archive.privacy import FILE_MODE
+
 INDEX_NAME = "index.json"
 MANIFEST_NAME = "manifest-sha256.txt"
 SIGNATURE_NAME = MANIFEST_NAME + ".sig"  # detached Ed25519 signature of the manifest's bytes
@@ -23,7 +25,9 @@ HASH_CHUNK = 1024 * 1024
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new, never a mix."""
+    """Write ``data`` to ``path`` so that readers see the old file or the new, never a mix.
+
+    The file is FILE_MODE (0600, archive/privacy.py): for Vellum's own user only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
@@ -31,7 +35,7 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp_name, 0o644)
+        os.chmod(temp_name, FILE_MODE)  # as any file Vellum writes: its own user's only
         os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)

@@ -1,8 +1,9 @@
 """Ed25519 signatures over snapshot manifests, so a snapshot can be checked without our database.
 
-The archive holds one key pair in ``settings.KEYS_DIR``: ``signing-key.pem`` (PKCS #8 PEM, mode
-0600) and ``signing-key.pub.pem`` (SubjectPublicKeyInfo PEM, a copy for people and other tools;
-Vellum always derives the public key from the private one). Public keys of earlier pairs live in
+The archive holds one key pair in ``settings.KEYS_DIR`` (mode 0700): ``signing-key.pem`` (PKCS #8
+PEM, mode 0600) and ``signing-key.pub.pem`` (SubjectPublicKeyInfo PEM, mode 0600 as every file
+Vellum writes, a copy for people and other tools; Vellum always derives the public key from the
+private one). Public keys of earlier pairs live in
 ``KEYS_DIR/retired/*.pub.pem`` and stay trusted for verifying older snapshots.
 
 A snapshot's signature is ``manifest-sha256.txt.sig``: the raw 64-byte Ed25519 signature
@@ -75,8 +76,11 @@ def _make_private_folder(folder: Path) -> None:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     # mkdir's mode is masked by the umask, and a folder made by hand may be looser.
     _restrict_to_owner(folder, 0o700)
-    # A key restored from a backup or copied by hand may have lost its mode.
+    # A key restored from a backup or copied by hand may have lost its mode; the public key and
+    # the retired ones are public, but what lies in DATA_DIR is its user's alone.
     _restrict_to_owner(folder / PRIVATE_KEY_NAME, 0o600)
+    _restrict_to_owner(folder / PUBLIC_KEY_NAME, 0o600)
+    _restrict_to_owner(folder / RETIRED_DIR, 0o700)
 
 
 def _restrict_to_owner(path: Path, mode: int) -> None:

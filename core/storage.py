@@ -51,6 +51,7 @@ from s3transfer.constants import ALLOWED_DOWNLOAD_ARGS
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
+from archive.privacy import FILE_MODE
 from core.finalize import (
     HASH_CHUNK,
     MANIFEST_NAME,
@@ -477,7 +478,7 @@ def _fetch(
             os.fsync(handle.fileno())
         if sha256.hexdigest() != digest:
             raise TargetError(f"{target}: checksum mismatch: {relative}")
-        os.chmod(temp, 0o644)
+        os.chmod(temp, FILE_MODE)  # as any file Vellum writes: its own user's only
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

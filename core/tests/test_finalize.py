@@ -68,7 +68,7 @@ def test_atomic_write_creates_the_file_and_its_folders(tmp_path: Path) -> None:
     atomic_write(path, b"\x00data\xff")
 
     assert path.read_bytes() == b"\x00data\xff"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # archive/privacy.py
     assert sorted(p.name for p in path.parent.iterdir()) == ["file.bin"]
 
 

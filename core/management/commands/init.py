@@ -1,5 +1,6 @@
-"""``manage.py init``: create DATA_DIR, migrate, collect static files, create the manifest signing
-key, and optionally an admin user."""
+"""``manage.py init``: create DATA_DIR (mode 0700), migrate, collect static files, create the
+manifest signing key, and optionally an admin user. Run again, it tightens the modes of a
+DATA_DIR made by an older version (archive/privacy.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from archive.env import write_private
+from archive.privacy import make_private_dir, tighten_data_dir
 from core import signing
 
 
 class Command(BaseCommand):
     help = (
-        "Create DATA_DIR and its database, collect static files, and create the key pair that "
-        "signs snapshot manifests (DATA_DIR/keys). With "
+        "Create DATA_DIR (mode 0700: only this user may read it) and its database, collect "
+        "static files, and create the key pair that signs snapshot manifests (DATA_DIR/keys). "
+        "Run on an existing DATA_DIR, take group and others' access off it and what lies "
+        "directly in it. With "
         "DJANGO_SUPERUSER_USERNAME and DJANGO_SUPERUSER_PASSWORD set, also create that admin "
         "user if it does not exist."
     )
@@ -32,12 +36,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, create_admin: bool, **options):
-        for folder in (settings.DATA_DIR, settings.ARCHIVE_DIR, settings.SOURCES_DIR,
-                       settings.LOGS_DIR):  # fmt: skip
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as error:
-                raise CommandError(f"cannot create {folder}: {error.strerror}") from None
+        self._make_private_folders()
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         self.stdout.write(f"Data folder ready: {settings.DATA_DIR}")
@@ -46,6 +45,22 @@ class Command(BaseCommand):
             self._create_admin_from_environment(os.environ["DJANGO_SUPERUSER_USERNAME"])
         elif create_admin:
             self._create_first_admin()
+
+    def _make_private_folders(self) -> None:
+        """Create DATA_DIR and its top folders 0700; tighten what an older version left open."""
+        for folder in (settings.DATA_DIR, settings.ARCHIVE_DIR, settings.SOURCES_DIR,
+                       settings.LOGS_DIR):  # fmt: skip
+            try:
+                make_private_dir(folder)
+            except OSError as error:
+                raise CommandError(f"cannot create {folder}: {error.strerror}") from None
+        try:
+            tightened = tighten_data_dir(settings.DATA_DIR)
+        except OSError as error:
+            raise CommandError(f"cannot restrict {error.filename}: {error.strerror}") from None
+        if tightened:
+            names = ", ".join(path.name for path in tightened)
+            self.stdout.write(f"Closed to other users: {names}")
 
     def _ensure_signing_key(self) -> None:
         try:

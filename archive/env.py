@@ -7,11 +7,14 @@ in the middle of a crawl.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
@@ -95,3 +98,33 @@ def write_private(path: Path, text: str) -> None:
 def env_path(name: str, default: Path) -> Path:
     """Return the variable as an absolute path (relative ones are taken from the working dir)."""
     return Path(os.environ.get(name, str(default))).expanduser().resolve()
+
+
+def env_networks(name: str, default: list[str]) -> list[tuple[IPNetwork, int | None]]:
+    """Return a comma-separated list of networks, each ``CIDR`` or ``CIDR:port``, as
+    ``(network, port or None)``. An IPv6 network with a port is bracketed: ``[::1]/128:8000``;
+    a bare address is a network of one (``127.0.0.1`` is ``127.0.0.1/32``).
+
+    Raises ImproperlyConfigured naming the entry that does not parse.
+    """
+    return [_network_entry(name, entry) for entry in env_list(name, default)]
+
+
+def _network_entry(name: str, entry: str) -> tuple[IPNetwork, int | None]:
+    network, port = entry, None
+    if entry.startswith("["):
+        network, _, rest = entry[1:].partition("]")
+        network += rest.split(":", 1)[0]
+        port = rest.split(":", 1)[1] if ":" in rest else None
+    elif entry.count(":") == 1:
+        network, port = entry.split(":")
+    try:
+        parsed = ipaddress.ip_network(network.strip(), strict=False)
+        number = None if port is None else int(port)
+    except ValueError as error:
+        raise ImproperlyConfigured(
+            f"{name}: {entry!r} is not CIDR or CIDR:port ({error})"
+        ) from None
+    if number is not None and not 0 < number < 65536:
+        raise ImproperlyConfigured(f"{name}: {entry!r} has a port outside 1-65535")
+    return parsed, number

@@ -19,6 +19,7 @@ from archive.env import (
     env_int,
     env_json_object,
     env_list,
+    env_networks,
     env_number,
     env_path,
     env_str,
@@ -278,6 +279,11 @@ EXTRACTORS = env_list("EXTRACTORS", [])
 # "user_agent": "...", "arguments": ["--header=X: y"]}}. Names and keys are checked at start-up
 # (core/checks.py).
 EXTRACTOR_OPTIONS = env_json_object("EXTRACTOR_OPTIONS", {})
+# The address policy (DESIGN.md §8, core/extractors/addresses.py): every fetch (seeds, redirects,
+# requisites, browser subresources, media, git, webhooks) refuses loopback, private, link-local,
+# unique-local, multicast and unspecified addresses. These networks ("CIDR" or "CIDR:port",
+# "[v6]/len:port"), comma-separated, are opened anyway: e.g. "10.1.2.0/24" for an intranet.
+ALLOWED_PRIVATE_NETWORKS = env_networks("ALLOWED_PRIVATE_NETWORKS", [])
 # Pages one actor's shared Chromium renders before it starts afresh (core/extractors/browser.py).
 CHROMIUM_RESTART_PAGES = env_int("CHROMIUM_RESTART_PAGES", 50, minimum=1)
 # Percent of the data disk in use above which no new snapshot starts (the disk guard, DESIGN §3).

@@ -24,6 +24,8 @@ os.environ.setdefault("CLAIMS_LOG", "1")  # the fault-injection suite checks it 
 # Pipeline and orchestration tests run the extractors that need no browser (a snapshot then
 # takes a fraction of a second); the browser, SingleFile, readability, media and git extractors
 # have their own tests, and the end-to-end test of the full default profile sets EXTRACTORS="".
+# The test sites serve on 127.0.0.1, which the address policy refuses in production.
+os.environ.setdefault("ALLOWED_PRIVATE_NETWORKS", "127.0.0.1")
 os.environ.setdefault("EXTRACTORS", "headers,wget,title,favicon,htmltotext,outlinks")
 
 from archive.settings import *  # noqa: F403

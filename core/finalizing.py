@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 # those are the depth-0 snapshots' URLs (each folder holding every seed would grow as seeds²).
 # Later additions (signing_key; crawl.input_report, snapshot.given) are optional keys: a version
 # 2 reader ignores them.
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
 # What makes a finalizing step fail but may pass on a later attempt.
 RECOVERABLE = (OSError, ValueError, SigningKeyError)
@@ -242,6 +242,7 @@ def _result_entry(result: ArchiveResult) -> dict:
         "output_files": result.output_files,
         "output_size": result.output_size,
         "error": result.error,
+        "refused": result.refused,
         "start_ts": result.start_ts.isoformat() if result.start_ts else None,
         "end_ts": result.end_ts.isoformat() if result.end_ts else None,
         "history": [{**run, "cmd": redact_command(run.get("cmd", []))} for run in result.history],

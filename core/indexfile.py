@@ -22,7 +22,7 @@ from core.finalize import INDEX_NAME, MANIFEST_NAME, parse_manifest
 from core.models import ArchiveResult, Snapshot, Tag
 from crawls.models import Crawl
 
-INDEX_VERSIONS = (1, 2)  # 1: no crawl, no result history, no snapshot priority
+INDEX_VERSIONS = (1, 2, 3)  # 1: no crawl, result history or priority; 2: no refusals
 NO_MANIFEST = "reindexed without a manifest: finalizing never finished"
 STALE_MANIFEST = (
     "reindexed with a manifest that does not cover this index.json: finalizing never finished"
@@ -306,6 +306,7 @@ def _read_results(
                 "start_ts": result.moment("start_ts", nullable=True),
                 "end_ts": result.moment("end_ts", nullable=True),
                 "history": result.array("history") if version >= 2 else [],
+                "refused": result.texts("refused") if version >= 3 else [],
                 "priority": priority,
                 "created_at": created_at,
             }

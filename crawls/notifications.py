@@ -20,7 +20,8 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
 
-from core.extractors.errors import Outcome, classify_http_status
+from core.extractors.egress import EgressProxy
+from core.extractors.errors import Outcome, classify_http_status, egress_failure
 from core.extractors.fetch import parse_retry_after
 from crawls.models import Crawl
 from crawls.seeds import normalize_url
@@ -28,8 +29,6 @@ from crawls.seeds import normalize_url
 logger = logging.getLogger(__name__)
 
 EVENT = "crawl.sealed"
-# Webhooks are the operator's own services: never reached through a proxy from the environment.
-DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,11 @@ def crawl_payload(crawl: Crawl) -> dict:
 def deliver_webhook(url: str, payload: dict, *, timeout: float) -> Delivery:
     """POST ``payload`` as JSON to ``url``; classify the answer as extractors classify HTTP
     (core/extractors/errors.py): 2xx succeeded; 429, 5xx, timeouts and refused connections are
-    temporary; other statuses fatal. ``timeout`` is in seconds."""
+    temporary; other statuses fatal. ``timeout`` is in seconds.
+
+    The POST goes through the egress proxy, never a proxy from the environment: a webhook is
+    fetched under the address policy like any page (DESIGN.md §8), so a URL on the machine or
+    its private network is refused (FATAL) unless ALLOWED_PRIVATE_NETWORKS opens it."""
     body = json.dumps(payload).encode()
     request = urllib.request.Request(
         url,
@@ -100,8 +103,19 @@ def deliver_webhook(url: str, payload: dict, *, timeout: float) -> Delivery:
         method="POST",
         headers={"Content-Type": "application/json", "User-Agent": settings.USER_AGENT},
     )
+    with EgressProxy() as proxy:
+        route = {"http": proxy.url, "https": proxy.url}
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler(route))
+        delivery = _post(opener, request, timeout)
+        failure = egress_failure(proxy.refusals, proxy.unreachable)
+    if failure and delivery.outcome is not Outcome.SUCCEEDED:
+        return Delivery(*failure)  # the proxy's 403 or 502 is not the webhook's answer
+    return delivery
+
+
+def _post(opener, request: urllib.request.Request, timeout: float) -> Delivery:
     try:
-        with DIRECT.open(request, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             return Delivery(Outcome.SUCCEEDED, f"HTTP {response.status}")
     except urllib.error.HTTPError as error:
         outcome = classify_http_status(error.code)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
 
+from core.extractors.addresses import Refusal
 from core.extractors.errors import Outcome, timeout_reason, too_large_reason
 from core.extractors.fetch import download_limit
 from core.extractors.process import CommandResult, binary_version, find_binary, run_command
@@ -46,6 +47,7 @@ class ExtractorOutput:
     error: str = ""
     retry_after: float | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    refusals: list[Refusal] = field(default_factory=list)  # fetches the address policy refused
 
     def __post_init__(self) -> None:
         # The command is recorded and shown to readers: never with the credentials it ran with.
@@ -151,6 +153,7 @@ class Extractor:
             cmd=cmd,
             cmd_version=self.version(binary),
             exit_code=done.exit_code,
+            refusals=done.refusals,
         )
         if done.timed_out:
             output.outcome, output.error = timeout_reason(binary, self.timeout)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from core.extractors.addresses import refused_message
+
 
 class Outcome(StrEnum):
     """How an extractor run ended, as the ArchiveResult state machine needs to know it."""
@@ -109,3 +111,17 @@ def too_large_reason(max_bytes: int) -> tuple[Outcome, str]:
     reads it knows which setting to raise.
     """
     return Outcome.FATAL, f"download exceeds MAX_DOWNLOAD_BYTES ({max_bytes} bytes)"
+
+
+def egress_failure(refusals: list, unreachable: list) -> tuple[Outcome, str] | None:
+    """Return why a fetch that went through the egress proxy (core/extractors/egress.py) never
+    reached a server: refused by the address policy (FATAL: it would be refused again), or a
+    host that did not resolve or answer (TEMPORARY). None when neither happened.
+
+    ``refusals`` and ``unreachable`` are the proxy's lists, oldest first; the first is the cause.
+    """
+    if refusals:
+        return Outcome.FATAL, refused_message(refusals[0])
+    if unreachable:
+        return Outcome.TEMPORARY, f"network error: {unreachable[0]}"
+    return None

@@ -19,10 +19,12 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.extractors.addresses import Refusal
 from core.extractors.errors import (
     Outcome,
     classify_curl_exit,
     classify_http_status,
+    egress_failure,
     timeout_reason,
     too_large_reason,
 )
@@ -44,6 +46,7 @@ class FetchResult:
     content_type: str = ""  # media type only, lowercased, without parameters
     final_url: str = ""
     retry_after: float | None = None  # seconds, from the final response's Retry-After
+    refusals: list[Refusal] = field(default_factory=list)  # what the address policy refused
     headers: dict[str, str] = field(default_factory=dict)  # the final response's fields
 
     @property
@@ -94,6 +97,7 @@ def fetch(
         "--max-filesize", str(settings.MAX_DOWNLOAD_BYTES),
         "--user-agent", user_agent or settings.USER_AGENT,
         "--compressed",
+        "--suppress-connect-headers",  # the egress proxy's tunnel answer is not the page's
         "--output", str(body_path),
         "--write-out", "%{json}",
     ]  # fmt: skip
@@ -121,6 +125,7 @@ def fetch(
         exit_code=done.exit_code,
         headers=fields,
         retry_after=parse_retry_after(header(fields, "Retry-After")),
+        refusals=done.refusals,
     )
     if done.timed_out:
         result.outcome, result.error = timeout_reason("curl", timeout)
@@ -134,6 +139,11 @@ def fetch(
         result.outcome = classify_http_status(result.http_status)
         if result.outcome is not Outcome.SUCCEEDED:
             result.error = f"HTTP {result.http_status} from {result.final_url or url}"
+    failure = egress_failure(done.refusals, done.unreachable)
+    if failure and result.outcome is not Outcome.SUCCEEDED:
+        # curl fetched only the URL and its redirects, through the egress proxy: what the proxy
+        # met is why it failed, not the 403 or 502 it answered curl with.
+        result.outcome, result.error = failure
     return result
 
 

@@ -154,6 +154,7 @@ def output_from_fetch(
         error=result.error if error is None else error,
         retry_after=result.retry_after,
         facts=facts or {},
+        refusals=result.refusals,
     )
 
 

@@ -22,10 +22,12 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from core.extractors.addresses import Refusal
+from core.extractors.egress import EgressProxy
 from core.extractors.redaction import redact_command
 
 # Set by the actor's signal handler; a running command is killed at the next poll.
@@ -71,6 +73,8 @@ class CommandResult:
     duration: float
     stdout: str = ""
     too_large: bool = False
+    refusals: list[Refusal] = field(default_factory=list)  # what the address policy refused
+    unreachable: list[Refusal] = field(default_factory=list)  # hosts the proxy could not reach
 
 
 class _Stop(enum.Enum):
@@ -102,7 +106,12 @@ def run_command(
     started = time.monotonic()
     # Captured stdout goes to a temporary file, not a pipe: a pipe nobody reads while the command
     # runs would fill up (64 KiB) and stall it until the timeout.
-    with open(log_path, "ab") as log, tempfile.TemporaryFile() as captured:
+    # Every fetch of the tool passes the address policy (core/extractors/egress.py).
+    with (
+        EgressProxy() as proxy,
+        open(log_path, "ab") as log,
+        tempfile.TemporaryFile() as captured,
+    ):
         log.write(f"$ {' '.join(redact_command(cmd))}\n".encode())  # no credentials in logs
         log.flush()
         process = subprocess.Popen(
@@ -113,7 +122,7 @@ def run_command(
             stderr=log,
             start_new_session=True,
             # The C locale: wget's messages, which its log reader matches, read the same anywhere.
-            env={**os.environ, "LC_ALL": "C", **(env or {})},
+            env={**os.environ, "LC_ALL": "C", **proxy.environment(), **(env or {})},
         )
         stopped = _wait(process, timeout, limit, tool=cmd[0])
         captured.seek(0)
@@ -127,6 +136,8 @@ def run_command(
         duration=time.monotonic() - started,
         stdout=stdout.decode("utf-8", "replace"),
         too_large=too_large,
+        refusals=proxy.refusals,
+        unreachable=proxy.unreachable,
     )
 
 

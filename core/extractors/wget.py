@@ -10,7 +10,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome, classify_wget_exit
+from core.extractors.errors import Outcome, classify_wget_exit, egress_failure
 from core.extractors.fetch import parse_retry_after
 from core.extractors.page import unavailable
 
@@ -124,6 +124,12 @@ class WgetExtractor(Extractor):
         main = read_log(log_path.read_text(encoding="utf-8", errors="replace"))
         saved = _saved_file(out_dir, main.path)
         if saved is None or done.exit_code not in (0, *REQUISITE_EXITS):
+            # wget fetches requisites only once the page is saved: what the egress proxy met
+            # was on the way to the page itself.
+            failure = egress_failure(done.refusals, done.unreachable)
+            if failure:
+                output.outcome, output.error = failure
+                return output
             return self._failed(output, main, out_dir, snapshot.url)
         warc = out_dir / WARC_PATH
         if not warc.is_file() or warc.stat().st_size == 0:

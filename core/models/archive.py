@@ -325,6 +325,11 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
     )
     output_size = models.BigIntegerField(default=0, help_text="Bytes written.")
     error = models.TextField(blank=True, help_text="Why it failed or backed off; for skipped, why.")
+    refused = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What the address policy refused in the last run: 'target: reason' strings.",
+    )
     history = models.JSONField(
         default=list,
         blank=True,
@@ -503,3 +508,4 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.cmd = redact_command(output.cmd)  # readers see it: never with credentials
         self.cmd_version = output.cmd_version
         self.exit_code = output.exit_code
+        self.refused = [str(refusal) for refusal in output.refusals]

@@ -17,6 +17,7 @@ from html import escape
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from archive.testing import LocalServer
 
@@ -292,6 +293,14 @@ class SiteHandler(SimpleHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def redirect_to(self) -> None:
+        """Redirect to the ``url`` query parameter: a hop to wherever a page points."""
+        target = parse_qs(urlsplit(self.path).query).get("url", ["/"])[0]
+        self.send_response(HTTPStatus.FOUND)
+        self.send_header("Location", target)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def missing(self) -> None:
         self.send_page(HTTPStatus.NOT_FOUND, NOT_FOUND_HTML)
 
@@ -322,6 +331,7 @@ class SiteHandler(SimpleHTTPRequestHandler):
     ROUTES = {
         "/echo-headers": echo_headers,
         "/redirect": redirect,
+        "/redirect-to": redirect_to,
         "/missing.html": missing,
         "/server-error": server_error,
         "/slow": slow,

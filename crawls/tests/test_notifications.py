@@ -10,9 +10,12 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
+from ipaddress import ip_network
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 from django.utils import timezone
 from django_huey import get_queue
 from model_bakery import baker
@@ -129,7 +132,21 @@ def test_a_receiver_that_is_down_is_temporary() -> None:
     delivery = deliver_webhook(f"http://127.0.0.1:{unused_port()}/", {}, timeout=5)
 
     assert delivery.outcome is Outcome.TEMPORARY
-    assert delivery.detail.startswith("no answer (")
+    assert delivery.detail.startswith("network error: ")
+    assert "Connection refused" in delivery.detail
+
+
+def test_a_webhook_on_a_private_address_is_refused_by_the_address_policy(webhook) -> None:
+    receiver = webhook(200)
+    port = urlsplit(receiver.url).port
+
+    with override_settings(ALLOWED_PRIVATE_NETWORKS=[(ip_network("127.0.0.1/32"), port + 1)]):
+        delivery = deliver_webhook(receiver.url, {"secret": 1}, timeout=5)
+
+    assert delivery.outcome is Outcome.FATAL
+    assert f"refused by the address policy: {receiver.url}: " in delivery.detail
+    assert "127.0.0.1 is a loopback address" in delivery.detail
+    assert receiver.received == []
 
 
 # --- sealing notifies --------------------------------------------------------------------------

@@ -1,0 +1,261 @@
+"""The egress proxy: every fetch a tool makes passes the address policy on its way out.
+
+wget, curl, git and yt-dlp resolve host names themselves and follow redirects and page requisites
+to any host, and none of them can be told which addresses to refuse. So each run of a tool gets
+a forward proxy of its own on 127.0.0.1 (``http_proxy``/``https_proxy`` in its environment), and
+the shared Chromium gets one with ``--proxy-server``. The proxy resolves every host itself,
+checks each address with core/extractors/addresses.py and connects to the address it checked,
+so a redirect hop, a requisite on another host or a name that resolves to 127.0.0.1 is refused
+like a seed. A refusal answers ``403`` with the reason as its reason phrase (tools log it) and
+is kept in ``refusals``, which the caller records on the archive result: never silent.
+
+HTTPS goes through ``CONNECT`` tunnels, so the proxy never sees or changes what TLS carries; a
+plain-HTTP request is passed on with ``Connection: close`` and the bytes of both directions are
+relayed unchanged, so wget's WARC records hold what the server sent (RFC 9110 §7.6.1 hop-by-hop
+fields aside). Requests are read with the standard library's HTTP parser (http.server).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import selectors
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import urlsplit, urlunsplit
+
+from core.extractors.addresses import AddressRefused, Refusal, refused_message, resolve_allowed
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 30  # seconds to open a connection to the origin server
+IDLE_TIMEOUT = 300  # seconds a relay may see no byte before both sides are closed
+RELAY_CHUNK = 64 * 1024  # bytes read at once
+# Hop-by-hop fields (RFC 9110 §7.6.1) and the proxy's own: never passed to the origin.
+HOP_BY_HOP = {"connection", "proxy-connection", "keep-alive", "proxy-authorization", "te"}
+# Variables that point each tool at the proxy; ``no_proxy`` is emptied so that no host (not
+# even localhost, which some tools skip by default) goes around it.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "ftp_proxy", "all_proxy")
+BYPASS_VARIABLES = ("no_proxy", "NO_PROXY")
+
+
+class EgressProxy:
+    """A forward proxy on 127.0.0.1 that refuses what the address policy refuses.
+
+    Use it as a context manager or with ``start()``/``stop()``. ``url`` is
+    ``http://127.0.0.1:<port>``; ``refusals`` lists what it refused, oldest first, and
+    ``unreachable`` the hosts it could not resolve or reach.
+    """
+
+    def __init__(self) -> None:
+        self.refusals: list[Refusal] = []
+        # Hosts it could not resolve or connect to: a tool sees the proxy's 502 or 504, so the
+        # caller reads the real network error here.
+        self.unreachable: list[Refusal] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> EgressProxy:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._listener is not None, "the proxy is not running"
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def start(self) -> EgressProxy:
+        """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self._thread = threading.Thread(target=self._accept, name="egress-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting; connections still open end with their clients (or IDLE_TIMEOUT)."""
+        if self._listener is None:
+            return
+        # shutdown() wakes the thread blocked in accept() at once (close() alone may not).
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._thread.join(timeout=5)
+        self._listener = None
+
+    def environment(self) -> dict[str, str]:
+        """Return the variables that send a tool's every fetch through this proxy."""
+        variables = {name: self.url for name in PROXY_VARIABLES}
+        variables |= {name.upper(): self.url for name in PROXY_VARIABLES}
+        return variables | dict.fromkeys(BYPASS_VARIABLES, "")
+
+    def take_refusals(self) -> list[Refusal]:
+        """Return the refusals so far and forget them (one browser serves page after page)."""
+        with self._lock:
+            taken, self.refusals = self.refusals, []
+        return taken
+
+    def refuse(self, target: str, reason: str) -> None:
+        """Record that ``target`` was refused, and why."""
+        logger.info("egress refused %s: %s", target, reason)
+        with self._lock:
+            self.refusals.append(Refusal(target=target, reason=reason))
+
+    def _accept(self) -> None:
+        listener = self._listener
+        while True:
+            try:
+                client, address = listener.accept()
+            except OSError:
+                return  # stop() shut the listener down
+            threading.Thread(
+                target=_serve, args=(client, address, self), name="egress-relay", daemon=True
+            ).start()
+
+
+@contextlib.contextmanager
+def egress_proxy() -> Iterator[EgressProxy]:
+    """Run an EgressProxy for the length of the ``with`` block."""
+    with EgressProxy() as proxy:
+        yield proxy
+
+
+def _serve(client: socket.socket, address, proxy: EgressProxy) -> None:
+    with client:
+        client.settimeout(CONNECT_TIMEOUT)
+        try:
+            _ProxyHandler(client, address, proxy)
+        except OSError as error:
+            logger.debug("egress relay for %s ended: %s", address, error)
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    """One client connection: a CONNECT tunnel, or one plain-HTTP request passed on."""
+
+    protocol_version = "HTTP/1.1"
+    # Unbuffered: every byte after the request head stays in the socket for the relay.
+    rbufsize = 0
+
+    def __init__(self, client, address, proxy: EgressProxy) -> None:
+        self.proxy = proxy
+        super().__init__(client, address, server=None)
+
+    def log_message(self, format, *args) -> None:
+        logger.debug("egress %s " + format, self.address_string(), *args)
+
+    def do_CONNECT(self) -> None:
+        """Open a tunnel to ``host:port`` if the policy allows one of its addresses."""
+        host, _, port = self.path.rpartition(":")
+        if not host or not port.isdigit():
+            self._answer(400, "CONNECT needs host:port")
+            return
+        upstream = self._open(host, int(port), target=self.path)
+        if upstream is None:
+            return
+        with upstream:
+            self.send_response(200, "Connection established")
+            self.end_headers()
+            _relay(self.connection, upstream)
+        self.close_connection = True
+
+    def forward(self) -> None:
+        """Pass one plain-HTTP request (absolute-form, RFC 9112 §3.2.2) to its origin."""
+        parts = urlsplit(self.path)
+        if parts.scheme != "http" or not parts.hostname:
+            self._answer(400, "only http:// URLs, or CONNECT for https, go through this proxy")
+            return
+        try:
+            port = parts.port or 80
+        except ValueError:
+            self._answer(400, "the URL's port is not a number in 0-65535")
+            return
+        upstream = self._open(parts.hostname, port, target=self.path)
+        if upstream is None:
+            return
+        with upstream:
+            upstream.sendall(self._origin_head(parts))
+            _relay(self.connection, upstream)
+        self.close_connection = True
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = forward
+
+    def _origin_head(self, parts) -> bytes:
+        target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        lines = [f"{self.command} {target} {self.request_version}"]
+        lines += [f"{k}: {v}" for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]
+        lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _open(self, host: str, port: int, *, target: str) -> socket.socket | None:
+        """Connect to the first allowed address of ``host``; answer the client and return None
+        when the policy refuses it or no connection can be made."""
+        try:
+            addresses = resolve_allowed(host, port)
+        except AddressRefused as refused:
+            self.proxy.refuse(target, str(refused))
+            message = refused_message(refused)
+            self._answer(403, message[0].upper() + message[1:])
+            return None
+        except OSError as error:
+            return self._unreachable(target, 502, f"could not resolve host {host}: {error}")
+        problem = ""
+        for _family, address in addresses:
+            try:
+                return socket.create_connection((address, port), timeout=CONNECT_TIMEOUT)
+            except TimeoutError:
+                status, problem = 504, f"timed out connecting to {host}:{port}"
+            except OSError as error:
+                status = 502
+                problem = f"could not connect to {host}:{port}: {error.strerror or error}"
+        return self._unreachable(target, status, problem)
+
+    def _unreachable(self, target: str, status: int, problem: str) -> None:
+        with self.proxy._lock:
+            self.proxy.unreachable.append(Refusal(target=target, reason=problem))
+        self._answer(status, problem[0].upper() + problem[1:])
+
+    def _answer(self, status: int, reason: str) -> None:
+        """Send the client an error of our own; ``reason`` is also the reason phrase."""
+        phrase = " ".join(reason.split())[:300]
+        body = (phrase + "\n").encode("utf-8", "replace")
+        self.send_response_only(status, phrase)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.close_connection = True
+
+
+def _relay(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways until both sides have closed, or nothing moves for IDLE_TIMEOUT."""
+    peers = {client: upstream, upstream: client}
+    with selectors.DefaultSelector() as selector:
+        for sock in peers:
+            sock.setblocking(True)
+            sock.settimeout(IDLE_TIMEOUT)
+            selector.register(sock, selectors.EVENT_READ)
+        while selector.get_map():
+            events = selector.select(IDLE_TIMEOUT)
+            if not events:
+                return
+            for key, _ in events:
+                source = key.fileobj
+                try:
+                    data = source.recv(RELAY_CHUNK)
+                except OSError:
+                    data = b""
+                if not data:
+                    selector.unregister(source)
+                    with contextlib.suppress(OSError):
+                        peers[source].shutdown(socket.SHUT_WR)  # pass the end of stream on
+                    continue
+                try:
+                    peers[source].sendall(data)
+                except OSError:
+                    return

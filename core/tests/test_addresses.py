@@ -1,0 +1,172 @@
+"""The address policy (core/extractors/addresses.py) and the egress proxy that applies it to
+every tool (core/extractors/egress.py), with real curl and wget against servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from ipaddress import ip_address, ip_network
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from archive.env import env_networks
+from core.extractors.addresses import AddressRefused, refusal_reason, resolve_allowed
+from core.extractors.egress import EgressProxy
+from core.tests.site import LiveSite
+
+
+def only(port: int | None, network: str = "127.0.0.1/32"):
+    """Settings that open one network (one port of it, unless ``port`` is None)."""
+    return override_settings(ALLOWED_PRIVATE_NETWORKS=[(ip_network(network), port)])
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("127.0.0.2", "loopback"),
+        ("::1", "loopback"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("10.0.0.1", "private"),
+        ("172.16.5.4", "private"),
+        ("192.168.1.1", "private"),
+        ("169.254.169.254", "link-local"),
+        ("fe80::1", "link-local"),
+        ("fd12:3456::1", "unique-local"),
+        ("224.0.0.1", "multicast"),
+        ("ff02::1", "multicast"),
+        ("100.64.0.1", "reserved"),
+        # IPv6 forms that carry an IPv4 address are judged by it.
+        ("::ffff:169.254.169.254", "link-local"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:10.1.2.3", "private"),
+        ("2002:7f00:1::1", "loopback"),  # 6to4 of 127.0.0.1
+        ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of 169.254.169.254
+        ("::a00:1", "private"),  # IPv4-compatible 10.0.0.1
+    ],
+)
+def test_non_global_addresses_are_refused_with_their_kind(address: str, kind: str) -> None:
+    with override_settings(ALLOWED_PRIVATE_NETWORKS=[]):
+        reason = refusal_reason(address, 80)
+
+    assert reason is not None
+    assert reason.startswith(str(ip_address(address)))
+    assert f" {kind} address" in reason
+
+
+@pytest.mark.parametrize("address", ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111"])
+def test_global_unicast_addresses_pass(address: str) -> None:
+    with override_settings(ALLOWED_PRIVATE_NETWORKS=[]):
+        assert refusal_reason(address, 443) is None
+
+
+def test_allowed_networks_open_a_network_or_one_port_of_it() -> None:
+    with only(8000):
+        assert refusal_reason("127.0.0.1", 8000) is None
+        assert refusal_reason("::ffff:127.0.0.1", 8000) is None  # the same address, mapped
+        assert refusal_reason("127.0.0.1", 6379) is not None
+        assert refusal_reason("127.0.0.2", 8000) is not None
+    with only(None, "10.0.0.0/8"):
+        assert refusal_reason("10.20.30.40", 1) is None
+        assert refusal_reason("192.168.0.1", 1) is not None
+
+
+def test_allowed_networks_setting_reads_cidrs_and_ports(monkeypatch) -> None:
+    monkeypatch.setenv("NETS", "10.0.0.0/8, 127.0.0.1:8000, [::1]/128:80, fd00::/8")
+
+    assert env_networks("NETS", []) == [
+        (ip_network("10.0.0.0/8"), None),
+        (ip_network("127.0.0.1/32"), 8000),
+        (ip_network("::1/128"), 80),
+        (ip_network("fd00::/8"), None),
+    ]
+    for bad in ("10.0.0.0/33", "127.0.0.1:99999", "localhost"):
+        monkeypatch.setenv("NETS", bad)
+        with pytest.raises(ImproperlyConfigured, match="NETS"):
+            env_networks("NETS", [])
+
+
+def test_a_name_is_checked_after_it_resolves() -> None:
+    # localhost resolves to ::1 and 127.0.0.1: only an opened address is ever connected to.
+    with only(None):
+        assert resolve_allowed("localhost", 80) == [(socket.AF_INET, "127.0.0.1")]
+        with pytest.raises(AddressRefused, match=r"^::1 is a loopback address$"):
+            resolve_allowed("[::1]", 80)
+    refused = pytest.raises(AddressRefused, match=r"^localhost: (::1|127\.0\.0\.1) is a loopback")
+    with override_settings(ALLOWED_PRIVATE_NETWORKS=[]), refused:
+        resolve_allowed("localhost", 80)
+
+
+def curl(proxy: EgressProxy, url: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", url],
+        env={**os.environ, **proxy.environment()},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_the_proxy_passes_what_the_policy_allows_and_refuses_the_rest(
+    live_site: LiveSite, bare_site: LiveSite
+) -> None:
+    allowed = live_site.url("/page2.html")
+    other_port = bare_site.url("/page2.html")
+    with only(live_site.port), EgressProxy() as proxy:
+        good = curl(proxy, allowed)
+        by_name = curl(proxy, allowed.replace("127.0.0.1", "localhost"))
+        refused = curl(proxy, other_port)
+        v6 = curl(proxy, f"http://[::1]:{live_site.port}/page2.html")
+        tunnel = curl(proxy, f"https://127.0.0.2:{live_site.port}/")
+
+    assert good.stdout.endswith("\n200")
+    assert by_name.stdout.endswith("\n200")
+    assert refused.stdout.endswith("\n403")
+    assert "Refused by the address policy" in refused.stdout
+    assert v6.stdout.endswith("\n403")
+    assert "CONNECT tunnel failed, response 403" in tunnel.stderr
+    assert [str(refusal).split(": ", 1)[0] for refusal in proxy.refusals] == [
+        other_port,
+        f"http://[::1]:{live_site.port}/page2.html",
+        f"127.0.0.2:{live_site.port}",
+    ]
+
+
+def test_every_redirect_hop_is_checked(live_site: LiveSite, bare_site: LiveSite) -> None:
+    # The live site redirects to any URL it is given; the hop goes to a port not opened.
+    target = bare_site.url("/page2.html")
+    with only(live_site.port), EgressProxy() as proxy:
+        result = subprocess.run(
+            ["curl", "-sS", "-L", "-o", "/dev/null", "-w", "%{http_code}",
+             live_site.url(f"/redirect-to?url={target}")],
+            env={**os.environ, **proxy.environment()},
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    assert result.stdout == "403"
+    assert [refusal.target for refusal in proxy.refusals] == [target]
+
+
+def test_the_proxy_relays_bodies_unchanged(live_site: LiveSite) -> None:
+    with only(live_site.port), EgressProxy() as proxy:
+        through = curl(proxy, live_site.url("/page2.html"))
+    direct = subprocess.run(
+        ["curl", "-sS", "--noproxy", "*", "-o", "-", "-w", "\n%{http_code}",
+         live_site.url("/page2.html")],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+    assert through.stdout == direct.stdout
+
+
+def test_an_unreachable_host_is_told_apart_from_a_refusal(live_site: LiveSite) -> None:
+    with only(None), EgressProxy() as proxy:
+        result = curl(proxy, "http://127.0.0.1:9/")  # discard: nothing listens
+
+    assert result.stdout.endswith("\n502")
+    assert proxy.refusals == []
+    assert "Connection refused" in proxy.unreachable[0].reason

@@ -55,13 +55,26 @@ REPLAY_CSP = "; ".join(
         "img-src 'self' data: blob:",
         "font-src 'self' data:",
         "media-src 'self' data: blob:",
-        "connect-src 'self'",
+        "connect-src 'self' data: blob:",
         "frame-src 'self'",
         "worker-src 'self'",
         "object-src 'none'",
         "base-uri 'self'",
         "form-action 'self'",
         "frame-ancestors 'self'",
+    ]
+)
+# What Vellum's service worker (templates/vellum/replay_sw.js) adds to every page it answers,
+# ReplayWeb.page's app page and the replayed pages alike. Archived pages keep running their own
+# inline and eval'd scripts (replay is for that), but whatever they load or send stays on the
+# replay origin: ReplayWeb.page's own policy for them allows WebSockets to any host.
+CONTAINMENT_CSP = "; ".join(
+    [
+        "default-src 'self' 'unsafe-inline' 'unsafe-eval' 'wasm-unsafe-eval' data: blob:",
+        "connect-src 'self' data: blob:",
+        "frame-src 'self' data: blob:",
+        "object-src 'none'",
+        "form-action 'self'",
     ]
 )
 # A WACZ is data, never a page: opened on its own it runs nothing and loads nothing.

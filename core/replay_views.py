@@ -1,7 +1,8 @@
 """The replay host's pages (core/replay.py): a snapshot's replay page, its WACZ, and
 ReplayWeb.page's own files. None of them reads a session: a signed link says which snapshot, and
 a per-snapshot replay host serves only its own snapshot's links. core/middleware.py adds the
-replay host's Content-Security-Policy (core.replay.REPLAY_CSP) to every answer."""
+replay host's Content-Security-Policy (core.replay.REPLAY_CSP) to every answer; the worker adds
+core.replay.CONTAINMENT_CSP to the pages it answers itself."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from core.models import Snapshot
 from core.packaging import WACZ_NAME
 from core.replay import (
     CLEAR_STORAGE,
+    CONTAINMENT_CSP,
     WACZ_CSP,
     ReplayLinkError,
     per_snapshot_hosts,
@@ -30,9 +32,10 @@ from core.replay import (
     token_of_source,
 )
 
-# ReplayWeb.page's front end and its service worker; the worker's scope is the folder it is
-# served from, so both live right under /replay/.
-REPLAY_ASSETS = {"ui.js", "sw.js"}
+# ReplayWeb.page's front end and its service worker (served as rwp-sw.js and imported by
+# Vellum's own /replay/sw.js); the worker's scope is the folder it is served from, so they all
+# live right under /replay/. Name in the URL -> file in settings.REPLAY_ASSETS_DIR.
+REPLAY_ASSETS = {"ui.js": "ui.js", "rwp-sw.js": "sw.js"}
 
 
 @require_safe
@@ -91,12 +94,28 @@ def replay_wacz(request: HttpRequest, token: str) -> HttpResponse:
 
 @require_safe
 def replay_asset(request: HttpRequest, name: str) -> FileResponse:
-    """Return ReplayWeb.page's ``ui.js`` or ``sw.js`` from settings.REPLAY_ASSETS_DIR."""
-    path = settings.REPLAY_ASSETS_DIR / name
-    if name not in REPLAY_ASSETS or not path.is_file():
+    """Return ReplayWeb.page's ``ui.js`` or its worker (``rwp-sw.js``) from
+    settings.REPLAY_ASSETS_DIR; 404 when npm has not installed it."""
+    path = settings.REPLAY_ASSETS_DIR / REPLAY_ASSETS.get(name, "-")
+    if not path.is_file():
         raise Http404("no such replay file (npm ci installs ReplayWeb.page)")
     response = FileResponse(open(path, "rb"), content_type="text/javascript")  # noqa: SIM115
     response["Cache-Control"] = "no-cache"  # a new Vellum release brings a new worker at once
+    return response
+
+
+@require_safe
+def replay_worker(request: HttpRequest) -> HttpResponse:
+    """Return the replay host's service worker (templates/vellum/replay_sw.js): ReplayWeb.page's
+    worker, whose answers to pages, frames and workers also carry core.replay.CONTAINMENT_CSP.
+
+    The answer itself carries REPLAY_CSP too (core/middleware.py), which is the policy the
+    worker's own fetches obey: it loads WACZ files from the replay origin only.
+    """
+    response = render(
+        request, "vellum/replay_sw.js", {"csp": CONTAINMENT_CSP}, content_type="text/javascript"
+    )
+    response["Cache-Control"] = "no-cache"
     return response
 
 

@@ -4,7 +4,10 @@ kept off it, and the snapshot page's link to it."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -16,6 +19,7 @@ from core.choices import SnapshotStatus
 from core.models import Snapshot
 from core.packaging import WACZ_NAME
 from core.replay import (
+    CONTAINMENT_CSP,
     TOKEN_SALT,
     ReplayLinkError,
     replay_url,
@@ -185,3 +189,85 @@ def test_a_snapshot_without_wacz_has_no_replay_link(
     (snapshot.output_dir / WACZ_NAME).unlink()
     html = staff_client.get(f"/snapshot/{snapshot.pk}/", HTTP_HOST=APP_HOST).content
     assert b"/replay/" not in html
+
+
+@pytest.fixture
+def other(snapshot: Snapshot) -> Snapshot:
+    """A second sealed snapshot with a WACZ."""
+    other = baker.make(Snapshot, crawl=snapshot.crawl, url="https://example.org/")
+    other.output_dir.mkdir(parents=True)
+    (other.output_dir / WACZ_NAME).write_bytes(WACZ_BYTES)
+    return other
+
+
+def test_a_snapshots_host_serves_no_other_snapshots_link(snapshot: Snapshot, other: Snapshot):
+    token = sign_link(other.pk)
+    for path in [f"/replay/{token}/", f"/replay/{token}/snapshot.wacz"]:
+        for host in [host_of(snapshot), REPLAY_PARENT]:
+            response = replay_get(path, host)
+            assert response.status_code == 404, (path, host)
+            assert b"another replay host" in response.content
+    assert replay_get(f"/replay/{token}/", host_of(other)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "",
+        "https://evil.example/hostile.wacz",
+        "http://127.0.0.1:8000/replay/TOKEN/snapshot.wacz",  # the right path on another host
+        "/replay/TOKEN/",
+        "/replay/TOKEN/snapshot.wacz?x=1",
+        "/replay/forged:token/snapshot.wacz",
+        "/replay/OTHER/snapshot.wacz",  # another snapshot's link, on this snapshot's host
+    ],
+)
+def test_the_app_page_refuses_any_source_but_its_own_link(
+    snapshot: Snapshot, other: Snapshot, source: str
+) -> None:
+    source = source.replace("TOKEN", sign_link(snapshot.pk)).replace("OTHER", sign_link(other.pk))
+    response = replay_get(f"/replay/?source={quote(source)}", host_of(snapshot))
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/plain")
+
+
+def test_every_replay_answer_keeps_to_the_replay_origin(snapshot: Snapshot) -> None:
+    host, token = host_of(snapshot), sign_link(snapshot.pk)
+    for path in [f"/replay/{token}/", "/replay/sw.js", "/replay/ui.js", "/replay/nothing"]:
+        policy = replay_get(path, host)["Content-Security-Policy"]
+        assert "connect-src 'self' data: blob:;" in policy and "frame-src 'self';" in policy
+        assert "default-src 'self';" in policy
+    assert replay_get(f"/replay/{token}/snapshot.wacz", host)["Content-Security-Policy"] == (
+        "default-src 'none'; sandbox"
+    )
+
+
+def test_the_worker_is_replaywebpages_with_the_containment_policy(snapshot: Snapshot) -> None:
+    worker = replay_get("/replay/sw.js", host_of(snapshot)).content.decode()
+    imported = replay_get("/replay/rwp-sw.js", host_of(snapshot))
+    assert 'importScripts("./rwp-sw.js");' in worker
+    policy = json.loads(re.search(r'const VELLUM_CSP = (".*");', worker)[1])  # a JS string
+    assert policy == CONTAINMENT_CSP and "connect-src 'self' data: blob:" in policy
+    assert imported.status_code == 200 and b"".join(imported.streaming_content).strip()
+
+
+def test_only_a_shared_replay_host_clears_the_site_data(settings, snapshot: Snapshot) -> None:
+    token = sign_link(snapshot.pk)
+    own = replay_get(f"/replay/{token}/", host_of(snapshot))
+    settings.REPLAY_HOST = "replay.archive.example"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "replay.archive.example"]
+    shared = replay_get(f"/replay/{token}/", "replay.archive.example")
+    assert own.status_code == shared.status_code == 200
+    assert "Clear-Site-Data" not in own
+    assert shared["Clear-Site-Data"] == '"storage"'
+
+
+def test_a_wildcard_replay_host_gives_each_snapshot_its_own(settings, rf, snapshot: Snapshot):
+    settings.REPLAY_HOST = "*.replay.archive.example"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, ".replay.archive.example"]
+    request = rf.get("/", HTTP_HOST="archive.example", secure=True)
+    url = replay_url(request, snapshot.pk)
+    assert url.startswith(f"https://{snapshot.pk.hex}.replay.archive.example/replay/")
+    token = url.split("/")[4]
+    page = replay_get(f"/replay/{token}/", f"{snapshot.pk.hex}.replay.archive.example")
+    assert page.status_code == 200

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from django.conf import settings
 
+from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary
 
 if TYPE_CHECKING:
@@ -92,12 +93,27 @@ class DeadlineMissed(Exception):
     """A page took longer than its extractor's timeout; the browser was killed."""
 
 
-def extra_launch_args() -> list[str]:
-    """Return the switches added to CHROMIUM_FLAGS for every browser (none yet).
+_egress: tuple[int, EgressProxy] | None = None  # (the process it serves, the proxy)
 
-    The hook for deployment-wide switches, such as an egress proxy's ``--proxy-server``.
-    """
-    return []
+
+def browser_egress() -> EgressProxy:
+    """Return the egress proxy that this process's browsers fetch through, started on first
+    use (a forked child starts its own: the parent's thread did not come along)."""
+    global _egress
+    if _egress is None or _egress[0] != os.getpid():
+        _egress = (os.getpid(), EgressProxy().start())
+    return _egress[1]
+
+
+def extra_launch_args() -> list[str]:
+    """Return the switches added to CHROMIUM_FLAGS for every browser: every request goes
+    through the egress proxy (core/extractors/egress.py), loopback included (Chromium skips the
+    proxy for it unless ``<-loopback>`` says otherwise), and WebRTC sends no UDP around it."""
+    return [
+        f"--proxy-server={browser_egress().url}",
+        "--proxy-bypass-list=<-loopback>",
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    ]
 
 
 def sandboxed() -> bool:

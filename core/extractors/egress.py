@@ -93,10 +93,12 @@ class EgressProxy:
         variables |= {name.upper(): self.url for name in PROXY_VARIABLES}
         return variables | dict.fromkeys(BYPASS_VARIABLES, "")
 
-    def take_refusals(self) -> list[Refusal]:
-        """Return the refusals so far and forget them (one browser serves page after page)."""
+    def take(self) -> tuple[list[Refusal], list[Refusal]]:
+        """Return ``(refusals, unreachable)`` so far and forget them: one browser's proxy
+        serves page after page, and each page's result lists its own."""
         with self._lock:
-            taken, self.refusals = self.refusals, []
+            taken = self.refusals, self.unreachable
+            self.refusals, self.unreachable = [], []
         return taken
 
     def refuse(self, target: str, reason: str) -> None:

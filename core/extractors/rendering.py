@@ -13,14 +13,23 @@ import time
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from core.extractors.addresses import Refusal
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.browser import Browser, BrowserUnavailable, DeadlineMissed, shared_browser
+from core.extractors.browser import (
+    Browser,
+    BrowserUnavailable,
+    DeadlineMissed,
+    browser_egress,
+    shared_browser,
+)
 from core.extractors.errors import (
     Outcome,
     classify_http_status,
+    egress_failure,
     timeout_reason,
     too_large_reason,
 )
@@ -91,37 +100,66 @@ class ChromiumExtractor(Extractor):
             cmd=[*browser.command[:-1], snapshot.url],  # the browser's own command line
             cmd_version=browser.version,
         )
+        egress = browser_egress()
+        egress.take()  # what the last page fetched late is not this one's
+        navigations = [snapshot.url]  # the page's URL, then each hop Chromium takes to it
+        try:
+            self._visit(browser, snapshot, out_dir, output, navigations)
+        finally:
+            output.refusals, unreachable = egress.take()
+        if output.outcome is not Outcome.SUCCEEDED:
+            # The proxy's 403 or failed tunnel on the way to the page is not the page's answer:
+            # say what the proxy met (Chromium's own background requests left aside).
+            failure = egress_failure(
+                _on_the_way(output.refusals, navigations), _on_the_way(unreachable, navigations)
+            )
+            output.outcome, output.error = failure or (output.outcome, output.error)
+        return output
+
+    def _visit(
+        self,
+        browser: Browser,
+        snapshot: HasURL,
+        out_dir: Path,
+        output: ExtractorOutput,
+        navigations: list[str],
+    ) -> None:
+        """Load and capture the page, recording the outcome on ``output`` and each URL the
+        main frame requested on its way to the page in ``navigations``."""
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         try:
             done = browser.visit(
                 snapshot.url,
-                load=partial(self._load, url=snapshot.url),
+                load=partial(self._load, url=snapshot.url, navigations=navigations),
                 capture=partial(self.capture, out_dir=out_dir),
                 user_agent=self.user_agent,
                 timeout=self.timeout,
             )
             if isinstance(done, tuple):
                 output.outcome, output.error, output.retry_after = done
-                return output
+                return
             output.output = done
         except (DeadlineMissed, PlaywrightTimeout):
             output.outcome, output.error = timeout_reason("chromium", self.timeout)
-            return output
+            return
         except PlaywrightError as error:
             output.outcome, output.error = classify_browser_error(error.message, browser)
-            return output
+            return
         if (out_dir / output.output).stat().st_size > settings.MAX_DOWNLOAD_BYTES:
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
-        return output
 
-    def _load(self, page, *, url: str) -> tuple[Outcome, str, float | None] | None:
+    def _load(
+        self, page, *, url: str, navigations: list[str]
+    ) -> tuple[Outcome, str, float | None] | None:
         """In the browser's thread: load ``url`` and let it settle; return None, or
-        (outcome, error, retry_after) when the response cannot be captured."""
+        (outcome, error, retry_after) when the response cannot be captured. Each URL the main
+        frame requests on the way (redirects) is added to ``navigations``."""
         deadline = time.monotonic() + self.timeout
         failures: list[str] = []
         page.on("requestfailed", partial(_note_document_failure, failures))
+        page.on("request", partial(_note_navigation, navigations))
         response = page.goto(url, wait_until="commit")
         if refused := self._refused(response, url):
             return refused
@@ -161,6 +199,23 @@ def _note_document_failure(failures: list[str], request) -> None:
         and "ERR_ABORTED" not in failure
     ):
         failures.append(failure)
+
+
+def _note_navigation(navigations: list[str], request) -> None:
+    if request.is_navigation_request() and request.frame.parent_frame is None:
+        navigations.append(request.url)
+
+
+def _on_the_way(events: list[Refusal], urls: list[str]) -> list[Refusal]:
+    """Return the egress proxy's ``events`` about ``urls``: a plain-HTTP request names its URL,
+    a tunnel its ``host:port``."""
+    targets = set(urls)
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme == "https" and parts.hostname:
+            host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+            targets.add(f"{host}:{parts.port or 443}")
+    return [event for event in events if event.target in targets]
 
 
 def _wait_for_load(page, failures: list[str], deadline: float) -> None:

@@ -23,6 +23,8 @@ from django.db import transaction
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
+from core.extractors.egress import EgressProxy
+from core.extractors.errors import egress_failure
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.diskguard import disk_usage
@@ -50,14 +52,26 @@ def seed_sizes(urls: list[str], *, timeout: float, workers: int) -> list[SeedSiz
     with requests.Session() as session, ThreadPoolExecutor(max_workers=workers) as pool:
         session.max_redirects = MAX_REDIRECTS
         session.headers["User-Agent"] = settings.USER_AGENT
+        session.trust_env = False  # the egress proxy, never one from the environment
         return list(pool.map(lambda url: _seed_size(session, url, timeout), urls))
 
 
 def _seed_size(session: requests.Session, url: str, timeout: float) -> SeedSize:
+    """Ask ``url`` through an egress proxy of its own, so that the address policy applies to
+    it and its redirects, and a refusal is told apart from the server's own answer."""
+    with EgressProxy() as proxy:
+        size = _ask(session, url, timeout, {"http": proxy.url, "https": proxy.url})
+        failure = egress_failure(proxy.refusals, proxy.unreachable)
+    if failure and size.size is None:
+        return SeedSize(url, None, failure[1])
+    return size
+
+
+def _ask(session: requests.Session, url: str, timeout: float, proxies: dict) -> SeedSize:
     try:
-        response = session.head(url, allow_redirects=True, timeout=timeout)
+        response = session.head(url, allow_redirects=True, timeout=timeout, proxies=proxies)
         if response.status_code in NO_HEAD:
-            with session.get(url, stream=True, timeout=timeout) as response:
+            with session.get(url, stream=True, timeout=timeout, proxies=proxies) as response:
                 pass  # only the headers are wanted; closing drops the body unread
     except requests.RequestException as error:
         return SeedSize(url, None, _describe(error))

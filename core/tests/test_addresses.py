@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 from ipaddress import ip_address, ip_network
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -15,6 +16,7 @@ from django.test import override_settings
 from archive.env import env_networks
 from core.extractors.addresses import AddressRefused, refusal_reason, resolve_allowed
 from core.extractors.egress import EgressProxy
+from core.extractors.process import find_binary, run_command
 from core.tests.site import LiveSite
 
 
@@ -170,3 +172,33 @@ def test_an_unreachable_host_is_told_apart_from_a_refusal(live_site: LiveSite) -
     assert result.stdout.endswith("\n502")
     assert proxy.refusals == []
     assert "Connection refused" in proxy.unreachable[0].reason
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("wget", ["--tries=1", "-O", "out"]),
+        ("curl", ["-sS", "-o", "out"]),
+        ("git", ["ls-remote"]),
+        ("yt-dlp", ["--no-config", "--simulate"]),
+    ],
+)
+def test_every_tool_run_by_vellum_goes_through_the_policy(
+    tool: str, arguments: list[str], bare_site: LiveSite, tmp_path: Path
+) -> None:
+    # bare_site is on 127.0.0.1 too, but on a port the allowance does not open.
+    url = bare_site.url("/page2.html")
+    requests_before = len(bare_site.requests)
+
+    with only(bare_site.port + 1):
+        done = run_command(
+            [find_binary(tool), *arguments, url],
+            cwd=tmp_path,
+            timeout=30,
+            log_path=tmp_path / "tool.log",
+            env={"GIT_ALLOW_PROTOCOL": "http:https", "GIT_TERMINAL_PROMPT": "0"},
+        )
+
+    assert len(bare_site.requests) == requests_before
+    assert done.refusals, (tmp_path / "tool.log").read_text()
+    assert done.refusals[0].reason == "127.0.0.1 is a loopback address"

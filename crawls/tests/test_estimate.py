@@ -86,8 +86,24 @@ def test_seed_sizes_come_from_content_length_in_order(live_site: LiveSite) -> No
     assert sizes == [
         SeedSize(urls[0], LARGE_FILE_BYTES),
         SeedSize(urls[1], None, "HTTP 404"),
-        SeedSize(urls[2], None, "cannot connect"),
+        SeedSize(
+            urls[2],
+            None,
+            f"network error: {urls[2]}: could not connect to 127.0.0.1:9: Connection refused",
+        ),
     ]
+
+
+def test_a_seed_on_a_private_address_is_refused_not_asked(live_site: LiveSite) -> None:
+    url = f"http://[::1]:{live_site.port}/large.bin"
+
+    (size,) = seed_sizes([url], timeout=2, workers=1)
+
+    assert size.size is None
+    assert size.problem == (
+        f"refused by the address policy: {url}: ::1 is a loopback address "
+        "(ALLOWED_PRIVATE_NETWORKS opens it)"
+    )
 
 
 def test_a_server_that_refuses_head_is_asked_with_get(awkward: AwkwardServer) -> None:

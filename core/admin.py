@@ -9,7 +9,7 @@ from django.db.models import Count, Exists, OuterRef, Prefetch, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from core.admin_display import (
     copies_summary,
@@ -444,7 +444,7 @@ class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.Mode
     ordering = ["-pk"]
     readonly_fields = ["snapshot", "extractor", "behaviour", "depends_on", "state", "attempts",
                        "cmd_line", "cmd_version", "exit_code", "output", "files", "output_size",
-                       "error", "created_at",
+                       "error", "refused_shown", "created_at",
                        "start_ts", "end_ts", "retry_at"]  # fmt: skip
     fields = readonly_fields
     fsm_services = {"retry": _retry_result}
@@ -456,6 +456,10 @@ class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.Mode
     @admin.display(description="snapshot", ordering="snapshot__url")
     def snapshot_url(self, result):
         return result.snapshot.url
+
+    @admin.display(description="refused by the address policy")
+    def refused_shown(self, result):
+        return format_html_join("\n", "<div>{}</div>", ((line,) for line in result.refused)) or "-"
 
     @admin.display(description="output")
     def output_link(self, result):

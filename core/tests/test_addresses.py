@@ -12,11 +12,15 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
+from django.urls import reverse
+from model_bakery import baker
 
 from archive.env import env_networks
+from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.addresses import AddressRefused, refusal_reason, resolve_allowed
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, run_command
+from core.models import ArchiveResult, Snapshot
 from core.tests.site import LiveSite
 
 
@@ -202,3 +206,20 @@ def test_every_tool_run_by_vellum_goes_through_the_policy(
     assert len(bare_site.requests) == requests_before
     assert done.refusals, (tmp_path / "tool.log").read_text()
     assert done.refusals[0].reason == "127.0.0.1 is a loopback address"
+
+
+@pytest.mark.django_db
+def test_a_results_refusals_show_in_the_admin_and_on_the_snapshot_page(admin_client) -> None:
+    snapshot = baker.make(Snapshot, url="http://a.example/", status=SnapshotStatus.SEALED)
+    line = "http://127.0.0.2:6379/x.png: 127.0.0.2 is a loopback address"
+    result = baker.make(
+        ArchiveResult, snapshot=snapshot, extractor="wget", status=ResultStatus.SUCCEEDED,
+        refused=[line], retry_at=None,
+    )  # fmt: skip
+
+    admin_page = admin_client.get(reverse("admin:core_archiveresult_change", args=[result.pk]))
+    snapshot_page = admin_client.get(reverse("core:snapshot", args=[snapshot.pk]))
+
+    assert line in admin_page.content.decode()
+    assert "1 fetch refused by the address policy" in snapshot_page.content.decode()
+    assert line in snapshot_page.content.decode()

@@ -8,7 +8,6 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
@@ -19,6 +18,7 @@ from core.models import Snapshot, SnapshotText
 from core.search import search_snapshot_ids, search_words, snapshot_index_text
 from core.services import snapshot_check_results
 from core.tests.test_services import finished_snapshot, make_crawl
+from core.tests.users import staff_with
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def data_dir(settings, tmp_path: Path) -> Path:
 @pytest.fixture
 def staff_client() -> Client:
     client = Client()
-    client.force_login(get_user_model().objects.create_user("keeper", is_staff=True))
+    client.force_login(staff_with("keeper", "core.view_snapshot"))  # a reader
     return client
 
 

@@ -1,8 +1,9 @@
-"""Who may do what (core/permissions.py): every operation of the API's own OpenAPI schema and every
-view of crawls/urls.py, called by each kind of user, against the rule table below, which states
-the admin's rules (core/admin_permissions.py): reading needs view, adding a crawl add, a state
-change change, a removal delete, all as an active staff user; superusers hold every permission.
-A refused call changes nothing in the database nor in DATA_DIR."""
+"""Who may do what (core/permissions.py): every operation of the API's own OpenAPI schema, every
+view of crawls/urls.py and every archive page of core/urls.py, called by each kind of user,
+against the rule tables below, which state the admin's rules (core/admin_permissions.py):
+reading needs view, adding a crawl add, a state change change, a removal delete, all as an
+active staff user; superusers hold every permission. A refused call changes nothing in the
+database nor in DATA_DIR."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from archive.api import api
+from core import urls as core_urls
 from core.models import ApiToken, Snapshot
 from core.tests.test_removal import sealed_snapshot
 from core.tests.users import staff_with
@@ -271,3 +273,59 @@ def test_a_staff_session_obeys_the_same_rules_as_a_token(sealed: Snapshot) -> No
     assert client.get("/api/v1/crawls").status_code == 200
     assert client.get("/api/v1/snapshots").status_code == 403
     assert client.post("/api/v1/queue/hold", {}, content_type="application/json").status_code == 403
+
+
+# --- the archive's own pages (core/urls.py) ------------------------------------------------------
+
+# The pages that show what was archived need what the admin's snapshot list needs.
+READER_VIEWS = {
+    "core:index": {},
+    "core:snapshot": {"snapshot_id": "{snapshot_id}"},
+    "core:snapshot_file": {"snapshot_id": "{snapshot_id}", "path": "title/title.txt"},
+}
+# Open to anyone, on purpose: replay answers on its own host to a signed link (a capability,
+# core/replay.py) and never sees the app's session; the public keys are what verifies a
+# snapshot's signature without Vellum.
+OPEN_VIEWS = {
+    "core:replay_app",
+    "core:replay_asset",
+    "core:replay_worker",
+    "core:replay_page",
+    "core:replay_wacz",
+    "core:public_key",
+    "core:public_keys",
+}
+
+
+def test_every_route_of_core_urls_is_in_one_table() -> None:
+    names = {f"core:{pattern.name}" for pattern in core_urls.urlpatterns}
+    assert names == set(READER_VIEWS) | OPEN_VIEWS
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("name", list(READER_VIEWS))
+def test_every_archive_page_needs_the_view_permission(
+    kind: str, name: str, sealed: Snapshot, settings
+) -> None:
+    settings.PUBLIC_ARCHIVE = False
+    client = Client()
+    user = make_user(kind)
+    if user is not None:
+        client.force_login(user)
+    kwargs = {key: value.format(snapshot_id=sealed.pk) for key, value in READER_VIEWS[name].items()}
+
+    response = client.get(reverse(name, kwargs=kwargs))
+
+    if allowed(kind, "core.view_snapshot"):
+        assert response.status_code == 200, response
+    elif kind in ("anonymous", "inactive"):
+        assert response.status_code == 302
+        assert response["Location"].startswith("/admin/login/?next=")
+    else:
+        assert response.status_code == 403
+
+
+def test_a_public_archive_opens_its_pages_to_anyone(sealed: Snapshot, settings) -> None:
+    settings.PUBLIC_ARCHIVE = True
+
+    assert Client().get(reverse("core:snapshot", args=[sealed.pk])).status_code == 200

@@ -10,7 +10,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core import signing
 from django.test import Client
 from model_bakery import baker
@@ -26,6 +25,7 @@ from core.replay import (
     sign_link,
     snapshot_id_from_link,
 )
+from core.tests.users import staff_with
 from crawls.models import Crawl
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +59,7 @@ def snapshot() -> Snapshot:
 @pytest.fixture
 def staff_client() -> Client:
     client = Client()
-    client.force_login(get_user_model().objects.create_user("keeper", is_staff=True))
+    client.force_login(staff_with("keeper", "core.view_snapshot"))  # a reader
     return client
 
 

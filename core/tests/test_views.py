@@ -11,6 +11,7 @@ from django.urls import reverse
 from model_bakery import baker
 
 from core.models import Snapshot
+from core.tests.users import staff_with
 
 pytestmark = pytest.mark.django_db
 
@@ -72,13 +73,23 @@ def test_anonymous_is_sent_to_the_admin_login(client: Client, snapshot: Snapshot
     assert "next=" in response["Location"]
 
 
-def test_a_user_who_is_not_staff_is_sent_to_the_login(client: Client, snapshot: Snapshot) -> None:
+def test_a_user_who_is_not_staff_is_refused(client: Client, snapshot: Snapshot) -> None:
     client.force_login(baker.make("auth.User", is_staff=False))
 
     response = client.get(file_url(snapshot, "title/title.txt"))
 
-    assert response.status_code == 302
-    assert response["Location"].startswith(reverse("admin:login"))
+    assert response.status_code == 403
+
+
+def test_staff_without_the_view_permission_is_refused(client: Client, snapshot: Snapshot) -> None:
+    client.force_login(staff_with("clerk", "crawls.add_crawl"))
+
+    refused = client.get(file_url(snapshot, "title/title.txt"))
+    client.force_login(staff_with("reader", "core.view_snapshot"))
+    allowed = client.get(file_url(snapshot, "title/title.txt"))
+
+    assert refused.status_code == 403
+    assert allowed.status_code == 200
 
 
 def test_staff_gets_the_file_sandboxed(admin_client: Client, snapshot: Snapshot) -> None:

@@ -329,3 +329,13 @@ def test_a_public_archive_opens_its_pages_to_anyone(sealed: Snapshot, settings) 
     settings.PUBLIC_ARCHIVE = True
 
     assert Client().get(reverse("core:snapshot", args=[sealed.pk])).status_code == 200
+
+
+def test_a_refused_page_says_which_permission_is_missing() -> None:
+    client = Client()
+    client.force_login(staff_with("clerk", "crawls.view_crawl"))
+
+    response = client.get(reverse("crawls:add"))
+
+    assert response.status_code == 403
+    assert "permission crawls.add_crawl is needed" in response.content.decode()

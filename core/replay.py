@@ -45,7 +45,9 @@ WILDCARD = "*."
 
 # What the replay host's own pages, ReplayWeb.page's files and its service worker may load and
 # reach: only the replay origin itself ('self'), so that nothing replayed there can send what it
-# reads anywhere else (fetch, WebSocket, frames, images, forms). ReplayWeb.page needs inline
+# reads elsewhere by a request (fetch, WebSocket, frames, images, forms). A CSP cannot stop a
+# page from navigating away with data in the URL; one origin per snapshot keeps what it could
+# read to its own snapshot. ReplayWeb.page needs inline
 # styles (its web components), data:/blob: images and media, and WebAssembly in its worker.
 REPLAY_CSP = "; ".join(
     [

@@ -32,9 +32,10 @@ from core.replay import (
     token_of_source,
 )
 
-# ReplayWeb.page's front end and its service worker (served as rwp-sw.js and imported by
-# Vellum's own /replay/sw.js); the worker's scope is the folder it is served from, so they all
-# live right under /replay/. Name in the URL -> file in settings.REPLAY_ASSETS_DIR.
+# ReplayWeb.page's front end and its service worker, served under /replay/lib/ and imported by
+# Vellum's own /replay/sw.js. A worker's widest scope is the folder its script is served from,
+# so ReplayWeb.page's bare worker could never take /replay/ over from Vellum's (and a request to
+# register one of these as a worker is refused anyway). URL name -> file in REPLAY_ASSETS_DIR.
 REPLAY_ASSETS = {"ui.js": "ui.js", "rwp-sw.js": "sw.js"}
 
 
@@ -93,9 +94,14 @@ def replay_wacz(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @require_safe
-def replay_asset(request: HttpRequest, name: str) -> FileResponse:
+def replay_asset(request: HttpRequest, name: str) -> HttpResponse:
     """Return ReplayWeb.page's ``ui.js`` or its worker (``rwp-sw.js``) from
-    settings.REPLAY_ASSETS_DIR; 404 when npm has not installed it."""
+    settings.REPLAY_ASSETS_DIR; 404 when npm has not installed it, and 404 to a browser that
+    asks for it to register as a service worker (``Service-Worker: script``, W3C Service Workers
+    §2.4): only Vellum's /replay/sw.js may be one, so a replayed page cannot install a worker
+    that answers without Vellum's containment policy."""
+    if request.headers.get("Service-Worker") == "script":
+        return _not_found("Only /replay/sw.js may run as this host's service worker.")
     path = settings.REPLAY_ASSETS_DIR / REPLAY_ASSETS.get(name, "-")
     if not path.is_file():
         raise Http404("no such replay file (npm ci installs ReplayWeb.page)")

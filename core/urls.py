@@ -11,7 +11,7 @@ urlpatterns = [
     # The replay host's routes (core/replay.py); core/middleware.py keeps them off the app's host.
     path("replay/", replay_views.replay_app, name="replay_app"),
     re_path(
-        r"^replay/(?P<name>ui\.js|rwp-sw\.js)$", replay_views.replay_asset, name="replay_asset"
+        r"^replay/lib/(?P<name>ui\.js|rwp-sw\.js)$", replay_views.replay_asset, name="replay_asset"
     ),
     path("replay/sw.js", replay_views.replay_worker, name="replay_worker"),
     path("replay/<str:token>/", replay_views.replay_page, name="replay_page"),

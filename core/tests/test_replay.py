@@ -101,7 +101,7 @@ def test_the_replay_page_loads_replaywebpage_with_the_snapshots_wacz(snapshot: S
     response = replay_get(f"/replay/{token}/", host_of(snapshot))
     html = response.content.decode()
     assert response.status_code == 200
-    assert '<script src="/replay/ui.js">' in html
+    assert '<script src="/replay/lib/ui.js">' in html
     assert f'source="/replay/{token}/snapshot.wacz"' in html
     assert 'url="https://example.com/"' in html
     assert 'replayBase="/replay/"' in html
@@ -111,7 +111,7 @@ def test_the_replay_host_serves_the_wacz_and_replaywebpages_files(snapshot: Snap
     host, token = host_of(snapshot), sign_link(snapshot.pk)
     wacz = replay_get(f"/replay/{token}/snapshot.wacz", host)
     worker = replay_get("/replay/sw.js", host)
-    front = replay_get("/replay/ui.js", host)
+    front = replay_get("/replay/lib/ui.js", host)
     app = replay_get(f"/replay/?source=http://{host}/replay/{token}/snapshot.wacz", host)
     assert wacz.status_code == 200 and b"".join(wacz.streaming_content) == WACZ_BYTES
     assert worker.status_code == 200 and worker["Content-Type"] == "text/javascript"
@@ -233,7 +233,7 @@ def test_the_app_page_refuses_any_source_but_its_own_link(
 
 def test_every_replay_answer_keeps_to_the_replay_origin(snapshot: Snapshot) -> None:
     host, token = host_of(snapshot), sign_link(snapshot.pk)
-    for path in [f"/replay/{token}/", "/replay/sw.js", "/replay/ui.js", "/replay/nothing"]:
+    for path in [f"/replay/{token}/", "/replay/sw.js", "/replay/lib/ui.js", "/replay/nothing"]:
         policy = replay_get(path, host)["Content-Security-Policy"]
         assert "connect-src 'self' data: blob:;" in policy and "frame-src 'self';" in policy
         assert "default-src 'self';" in policy
@@ -244,11 +244,26 @@ def test_every_replay_answer_keeps_to_the_replay_origin(snapshot: Snapshot) -> N
 
 def test_the_worker_is_replaywebpages_with_the_containment_policy(snapshot: Snapshot) -> None:
     worker = replay_get("/replay/sw.js", host_of(snapshot)).content.decode()
-    imported = replay_get("/replay/rwp-sw.js", host_of(snapshot))
-    assert 'importScripts("./rwp-sw.js");' in worker
+    imported = replay_get("/replay/lib/rwp-sw.js", host_of(snapshot))
+    assert 'importScripts("./lib/rwp-sw.js");' in worker
     policy = json.loads(re.search(r'const VELLUM_CSP = (".*");', worker)[1])  # a JS string
     assert policy == CONTAINMENT_CSP and "connect-src 'self' data: blob:" in policy
     assert imported.status_code == 200 and b"".join(imported.streaming_content).strip()
+
+
+@pytest.mark.parametrize("path", ["/replay/lib/rwp-sw.js", "/replay/lib/ui.js"])
+def test_no_file_but_vellums_worker_may_register_as_a_service_worker(
+    snapshot: Snapshot, path: str
+) -> None:
+    # A replayed page that registered ReplayWeb.page's bare worker would answer later pages
+    # without Vellum's containment policy; the browser says when it asks for a worker script.
+    as_worker = replay_get(path, host_of(snapshot), HTTP_SERVICE_WORKER="script")
+    as_script = replay_get(path, host_of(snapshot))
+    vellums = replay_get("/replay/sw.js", host_of(snapshot), HTTP_SERVICE_WORKER="script")
+
+    assert as_worker.status_code == 404
+    assert as_script.status_code == 200
+    assert vellums.status_code == 200
 
 
 def test_only_a_shared_replay_host_clears_the_site_data(settings, snapshot: Snapshot) -> None:

@@ -1,5 +1,5 @@
 // Vellum's service worker on the replay host (core/replay.py): ReplayWeb.page's own worker
-// (rwp-sw.js, imported below), except that every page, frame and worker script it answers with
+// (lib/rwp-sw.js, imported below), except that every page, frame and worker script it answers with
 // also carries Vellum's containment policy (core.replay.CONTAINMENT_CSP). ReplayWeb.page gives
 // replayed pages a policy of its own that still lets them open WebSockets to any host, and its
 // app page none, so without this a replayed page could send what it reads elsewhere. A second
@@ -40,4 +40,4 @@ self.addEventListener = (type, listener, options) => {
   return addListener(type, governed, options);
 };
 
-importScripts("./rwp-sw.js");
+importScripts("./lib/rwp-sw.js");

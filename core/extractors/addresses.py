@@ -26,6 +26,11 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291 §2.5.5.1, deprecated
+# Never global, though Python 3.11's ipaddress may call them so: site-local (RFC 3879,
+# deprecated), local-use NAT64 (RFC 8215) and IPv4-translated addresses (RFC 2765).
+NOT_GLOBAL = tuple(
+    ipaddress.ip_network(network) for network in ("fec0::/10", "64:ff9b:1::/48", "::ffff:0:0:0/96")
+)
 
 # What a refused address is, in the words of RFC 6890's registry, checked in this order.
 KINDS = (
@@ -36,6 +41,9 @@ KINDS = (
     ("unique-local", lambda ip: ip.version == 6 and ip in ipaddress.ip_network("fc00::/7")),
     ("private", lambda ip: ip.is_private),
 )
+
+
+ARTICLES = {"unspecified": "an"}  # "a unique-local", "a link-local", …
 
 
 class AddressRefused(Exception):
@@ -66,8 +74,7 @@ def refusal_reason(address: str | IPAddress, port: int) -> str | None:
         kind = _kind(candidate)
         if kind:
             shown = str(ip) if candidate == ip else f"{ip} (that is {candidate})"
-            article = "an" if kind[0] in "aeiou" else "a"
-            return f"{shown} is {article} {kind} address"
+            return f"{shown} is {ARTICLES.get(kind, 'a')} {kind} address"
     return None
 
 
@@ -108,7 +115,8 @@ def _opened(ip: IPAddress, port: int) -> bool:
 
 
 def _kind(ip: IPAddress) -> str | None:
-    if ip.is_global and not ip.is_multicast:
+    special = ip.version == 6 and any(ip in network for network in NOT_GLOBAL)
+    if ip.is_global and not ip.is_multicast and not special:
         return None
     for kind, test in KINDS:
         if test(ip):

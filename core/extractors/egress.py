@@ -22,7 +22,6 @@ import logging
 import selectors
 import socket
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +34,8 @@ IDLE_TIMEOUT = 300  # seconds a relay may see no byte before both sides are clos
 RELAY_CHUNK = 64 * 1024  # bytes read at once
 # Hop-by-hop fields (RFC 9110 §7.6.1) and the proxy's own: never passed to the origin.
 HOP_BY_HOP = {"connection", "proxy-connection", "keep-alive", "proxy-authorization", "te"}
+HOP_BY_HOP_B = {name.encode() for name in HOP_BY_HOP}
+MAX_HEAD_BYTES = 64 * 1024  # a response head longer than this is passed on unchanged
 # Variables that point each tool at the proxy; ``no_proxy`` is emptied so that no host (not
 # even localhost, which some tools skip by default) goes around it.
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "ftp_proxy", "all_proxy")
@@ -107,6 +108,11 @@ class EgressProxy:
         with self._lock:
             self.refusals.append(Refusal(target=target, reason=reason))
 
+    def note_unreachable(self, target: str, problem: str) -> None:
+        """Record that ``target``'s host did not resolve or answer, and why."""
+        with self._lock:
+            self.unreachable.append(Refusal(target=target, reason=problem))
+
     def _accept(self) -> None:
         listener = self._listener
         while True:
@@ -117,13 +123,6 @@ class EgressProxy:
             threading.Thread(
                 target=_serve, args=(client, address, self), name="egress-relay", daemon=True
             ).start()
-
-
-@contextlib.contextmanager
-def egress_proxy() -> Iterator[EgressProxy]:
-    """Run an EgressProxy for the length of the ``with`` block."""
-    with EgressProxy() as proxy:
-        yield proxy
 
 
 def _serve(client: socket.socket, address, proxy: EgressProxy) -> None:
@@ -165,7 +164,14 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def forward(self) -> None:
-        """Pass one plain-HTTP request (absolute-form, RFC 9112 §3.2.2) to its origin."""
+        """Pass one plain-HTTP request (absolute-form, RFC 9112 §3.2.2) to its origin, then its
+        answer back, and close the connection.
+
+        One request a connection: a client that kept the connection open would otherwise send
+        its next request, for any host, to the origin this one was checked for. The request's
+        body (Content-Length bytes; a chunked body is refused with 411) is passed on and nothing
+        more is read from the client; the answer's head says ``Connection: close``.
+        """
         parts = urlsplit(self.path)
         if parts.scheme != "http" or not parts.hostname:
             self._answer(400, "only http:// URLs, or CONNECT for https, go through this proxy")
@@ -175,20 +181,34 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         except ValueError:
             self._answer(400, "the URL's port is not a number in 0-65535")
             return
+        length = self.headers.get("Content-Length", "0").strip()
+        if "Transfer-Encoding" in self.headers or not length.isdigit():
+            self._answer(411, "this proxy passes on request bodies with a Content-Length only")
+            return
         upstream = self._open(parts.hostname, port, target=self.path)
         if upstream is None:
             return
         with upstream:
+            if self.headers.get("Expect", "").lower() == "100-continue":
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # we take the body
             upstream.sendall(self._origin_head(parts))
-            _relay(self.connection, upstream)
+            _copy(self.connection, upstream, int(length))
+            _pass_answer(upstream, self.connection)
         self.close_connection = True
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = forward
 
     def _origin_head(self, parts) -> bytes:
+        """The request head in origin-form, its Host from the URL that was checked."""
         target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         lines = [f"{self.command} {target} {self.request_version}"]
-        lines += [f"{k}: {v}" for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]
+        lines.append(f"Host: {host}:{parts.port}" if parts.port else f"Host: {host}")
+        lines += [
+            f"{name}: {value}"
+            for name, value in self.headers.items()
+            if name.lower() not in HOP_BY_HOP | {"host", "expect"}
+        ]
         lines.append("Connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -216,8 +236,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         return self._unreachable(target, status, problem)
 
     def _unreachable(self, target: str, status: int, problem: str) -> None:
-        with self.proxy._lock:
-            self.proxy.unreachable.append(Refusal(target=target, reason=problem))
+        self.proxy.note_unreachable(target, problem)
         self._answer(status, problem[0].upper() + problem[1:])
 
     def _answer(self, status: int, reason: str) -> None:
@@ -232,6 +251,65 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
         self.close_connection = True
+
+
+def _copy(source: socket.socket, target: socket.socket, length: int) -> None:
+    """Copy exactly ``length`` bytes (fewer if ``source`` closes first)."""
+    while length > 0:
+        data = source.recv(min(RELAY_CHUNK, length))
+        if not data:
+            return
+        target.sendall(data)
+        length -= len(data)
+
+
+def _pass_answer(upstream: socket.socket, client: socket.socket) -> None:
+    """Copy the origin's answer to the client until the origin closes, with ``Connection:
+    close`` in its final head (interim 1xx heads pass as they are)."""
+    upstream.settimeout(IDLE_TIMEOUT)
+    buffered = b""
+    while True:
+        head, separator, rest = buffered.partition(b"\r\n\r\n")
+        if not separator:
+            if len(buffered) > MAX_HEAD_BYTES:
+                break  # not an HTTP head we can read: pass it on unchanged
+            data = upstream.recv(RELAY_CHUNK)
+            if not data:
+                break
+            buffered += data
+            continue
+        if head[9:10] == b"1":  # "HTTP/1.1 1xx": another head follows
+            client.sendall(head + separator)
+            buffered = rest
+            continue
+        buffered = _closing(head) + separator + rest
+        break
+    client.sendall(buffered)
+    _copy_until_closed(upstream, client)
+
+
+def _copy_until_closed(upstream: socket.socket, client: socket.socket) -> None:
+    """Copy the rest of the answer until the origin closes, or nothing moves for IDLE_TIMEOUT,
+    or the client goes away or sends anything more (it was told the connection closes: a next
+    request on it is never passed on)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(upstream, selectors.EVENT_READ)
+        selector.register(client, selectors.EVENT_READ)
+        while events := selector.select(IDLE_TIMEOUT):
+            for key, _ in events:
+                if key.fileobj is client:
+                    return
+                data = upstream.recv(RELAY_CHUNK)
+                if not data:
+                    return
+                client.sendall(data)
+
+
+def _closing(head: bytes) -> bytes:
+    """``head`` (a response head, without its blank line) saying ``Connection: close``."""
+    status, *fields = head.split(b"\r\n")
+    kept = [line for line in fields if line.split(b":")[0].strip().lower() not in HOP_BY_HOP_B]
+    return b"\r\n".join([status, *kept, b"Connection: close"])
 
 
 def _relay(client: socket.socket, upstream: socket.socket) -> None:

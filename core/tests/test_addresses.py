@@ -3,9 +3,12 @@ every tool (core/extractors/egress.py), with real curl and wget against servers 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
+import threading
+from collections.abc import Iterator
 from ipaddress import ip_address, ip_network
 from pathlib import Path
 
@@ -53,6 +56,9 @@ def only(port: int | None, network: str = "127.0.0.1/32"):
         ("2002:7f00:1::1", "loopback"),  # 6to4 of 127.0.0.1
         ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of 169.254.169.254
         ("::a00:1", "private"),  # IPv4-compatible 10.0.0.1
+        ("fec0::1", "reserved"),  # site-local, deprecated
+        ("64:ff9b:1::a9fe:a9fe", "reserved"),  # local-use NAT64
+        ("::ffff:0:7f00:1", "reserved"),  # IPv4-translated 127.0.0.1
     ],
 )
 def test_non_global_addresses_are_refused_with_their_kind(address: str, kind: str) -> None:
@@ -61,7 +67,7 @@ def test_non_global_addresses_are_refused_with_their_kind(address: str, kind: st
 
     assert reason is not None
     assert reason.startswith(str(ip_address(address)))
-    assert f" {kind} address" in reason
+    assert reason.endswith(f" is {'an' if kind == 'unspecified' else 'a'} {kind} address")
 
 
 @pytest.mark.parametrize("address", ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111"])
@@ -223,3 +229,104 @@ def test_a_results_refusals_show_in_the_admin_and_on_the_snapshot_page(admin_cli
     assert line in admin_page.content.decode()
     assert "1 fetch refused by the address policy" in snapshot_page.content.decode()
     assert line in snapshot_page.content.decode()
+
+
+class KeepAliveServer:
+    """A raw server that answers every request on a connection with ``ok`` and keeps the
+    connection open whatever the request asked (as a hostile server may): it records each
+    request head it read."""
+
+    def __init__(self, host: str) -> None:
+        self.heads: list[bytes] = []
+        self.listener = socket.create_server((host, 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        buffered = b""
+        with connection:
+            while data := connection.recv(65536):
+                buffered += data
+                while b"\r\n\r\n" in buffered:
+                    head, _, buffered = buffered.partition(b"\r\n\r\n")
+                    self.heads.append(head)
+                    connection.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok"
+                    )
+
+    def stop(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def keep_alive() -> Iterator[tuple[KeepAliveServer, KeepAliveServer]]:
+    servers = KeepAliveServer("127.0.0.1"), KeepAliveServer("127.0.0.2")
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def test_a_second_request_on_a_kept_connection_never_reaches_the_first_origin(keep_alive) -> None:
+    allowed, private = keep_alive
+    with only(allowed.port), EgressProxy() as proxy:
+        client = socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1])))
+        client.settimeout(5)
+        client.sendall(
+            f"GET http://127.0.0.1:{allowed.port}/a HTTP/1.1\r\n"
+            "Host: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n".encode()
+        )
+        first = client.recv(65536)
+        with contextlib.suppress(OSError):
+            client.sendall(
+                f"GET http://127.0.0.2:{private.port}/secret HTTP/1.1\r\n"
+                "Host: 127.0.0.2\r\nCookie: session=1\r\n\r\n".encode()
+            )
+        second = b""
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                second += data
+        client.close()
+
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"\r\nConnection: close\r\n" in first
+    assert b"keep-alive" not in first.lower()
+    assert second == b""
+    assert [head.split(b"\r\n")[0] for head in allowed.heads] == [b"GET /a HTTP/1.1"]
+    assert private.heads == []
+
+
+def test_the_origin_sees_the_checked_host_and_a_request_body(keep_alive) -> None:
+    allowed, _private = keep_alive
+    with only(allowed.port), EgressProxy() as proxy:
+        result = subprocess.run(
+            ["curl", "-sS", "-H", "Host: 127.0.0.2", "--data", "x=1",
+             f"http://127.0.0.1:{allowed.port}/form"],
+            env={**os.environ, **proxy.environment()},
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    assert result.stdout == "ok"
+    (head,) = allowed.heads
+    assert head.startswith(b"POST /form HTTP/1.1\r\n")
+    assert f"\r\nHost: 127.0.0.1:{allowed.port}".encode() in head
+    assert b"127.0.0.2" not in head
+
+
+def test_a_chunked_request_body_is_refused(live_site: LiveSite) -> None:
+    with only(live_site.port), EgressProxy() as proxy:
+        result = subprocess.run(
+            ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+             "-H", "Transfer-Encoding: chunked", "--data", "x=1", live_site.url("/")],
+            env={**os.environ, **proxy.environment()},
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    assert result.stdout == "411"

@@ -284,6 +284,9 @@ EXTRACTOR_OPTIONS = env_json_object("EXTRACTOR_OPTIONS", {})
 # unique-local, multicast and unspecified addresses. These networks ("CIDR" or "CIDR:port",
 # "[v6]/len:port"), comma-separated, are opened anyway: e.g. "10.1.2.0/24" for an intranet.
 ALLOWED_PRIVATE_NETWORKS = env_networks("ALLOWED_PRIVATE_NETWORKS", [])
+# Networks opened for webhooks alone (a receiver on the intranet), in the same form: archived
+# pages still may not reach them.
+WEBHOOK_ALLOWED_NETWORKS = env_networks("WEBHOOK_ALLOWED_NETWORKS", [])
 # Pages one actor's shared Chromium renders before it starts afresh (core/extractors/browser.py).
 CHROMIUM_RESTART_PAGES = env_int("CHROMIUM_RESTART_PAGES", 50, minimum=1)
 # Percent of the data disk in use above which no new snapshot starts (the disk guard, DESIGN §3).

@@ -14,6 +14,7 @@ import logging
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -95,7 +96,9 @@ def deliver_webhook(url: str, payload: dict, *, timeout: float) -> Delivery:
 
     The POST goes through the egress proxy, never a proxy from the environment: a webhook is
     fetched under the address policy like any page (DESIGN.md §8), so a URL on the machine or
-    its private network is refused (FATAL) unless ALLOWED_PRIVATE_NETWORKS opens it."""
+    its private network is refused (FATAL) unless ALLOWED_PRIVATE_NETWORKS, or
+    WEBHOOK_ALLOWED_NETWORKS for webhooks alone, opens it. Redirects are followed to http and
+    https URLs only (urllib would follow one to ftp:, around the proxy)."""
     body = json.dumps(payload).encode()
     request = urllib.request.Request(
         url,
@@ -103,20 +106,49 @@ def deliver_webhook(url: str, payload: dict, *, timeout: float) -> Delivery:
         method="POST",
         headers={"Content-Type": "application/json", "User-Agent": settings.USER_AGENT},
     )
-    with EgressProxy() as proxy:
-        route = {"http": proxy.url, "https": proxy.url}
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler(route))
-        delivery = _post(opener, request, timeout)
+    with EgressProxy(also=settings.WEBHOOK_ALLOWED_NETWORKS) as proxy:
+        delivery = _post(_opener(proxy.url), request, timeout)
         failure = egress_failure(proxy.refusals, proxy.unreachable)
     if failure and delivery.outcome is not Outcome.SUCCEEDED:
         return Delivery(*failure)  # the proxy's 403 or 502 is not the webhook's answer
     return delivery
 
 
+class RedirectRefused(Exception):
+    """A webhook redirected somewhere other than an http or https URL."""
+
+
+class _WebRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects to http and https URLs only; raise RedirectRefused for any other."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if urlsplit(newurl).scheme not in ("http", "https"):
+            raise RedirectRefused(f"HTTP {code} redirect to {newurl} refused (http and https only)")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener(proxy_url: str) -> urllib.request.OpenerDirector:
+    """An opener that speaks http and https through ``proxy_url``, and nothing else (no ftp:,
+    file: or data: handler, which build_opener would add)."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler({"http": proxy_url, "https": proxy_url}),
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        _WebRedirects(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
 def _post(opener, request: urllib.request.Request, timeout: float) -> Delivery:
     try:
         with opener.open(request, timeout=timeout) as response:
             return Delivery(Outcome.SUCCEEDED, f"HTTP {response.status}")
+    except RedirectRefused as refused:
+        return Delivery(Outcome.FATAL, str(refused))
     except urllib.error.HTTPError as error:
         outcome = classify_http_status(error.code)
         retry_after = parse_retry_after(error.headers.get("Retry-After"))

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# Opened networks, as settings.ALLOWED_PRIVATE_NETWORKS holds them: (network, port or None).
+Networks = Sequence[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]]
 
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291 §2.5.5.1, deprecated
@@ -63,11 +66,12 @@ class Refusal:
         return f"{self.target}: {self.reason}"
 
 
-def refusal_reason(address: str | IPAddress, port: int) -> str | None:
+def refusal_reason(address: str | IPAddress, port: int, *, also: Networks = ()) -> str | None:
     """Return why ``address`` (an IP, either family, as text or object) may not be fetched
-    on ``port`` ("127.0.0.1 is a loopback address"), or None when it may."""
+    on ``port`` ("127.0.0.1 is a loopback address"), or None when it may. ``also`` opens more
+    networks than ALLOWED_PRIVATE_NETWORKS, in its form: ``(network, port or None)`` pairs."""
     ip = ipaddress.ip_address(address)
-    if _opened(ip, port):
+    if _opened(ip, port, [*settings.ALLOWED_PRIVATE_NETWORKS, *also]):
         return None
     # The IPv4 address an IPv6 one carries first: ::ffff:169.254.169.254 is link-local.
     for candidate in (*_embedded_ipv4(ip), ip):
@@ -78,9 +82,10 @@ def refusal_reason(address: str | IPAddress, port: int) -> str | None:
     return None
 
 
-def resolve_allowed(host: str, port: int) -> list[tuple[int, str]]:
+def resolve_allowed(host: str, port: int, *, also: Networks = ()) -> list[tuple[int, str]]:
     """Resolve ``host`` (a name or an IP literal) and return the ``(family, address)`` pairs
-    that the policy lets Vellum connect to on ``port``, in resolver order.
+    that the policy (and ``also``, see refusal_reason) lets Vellum connect to on ``port``, in
+    resolver order.
 
     Raises AddressRefused when every address is refused, and OSError (socket.gaierror) when the
     name does not resolve.
@@ -88,7 +93,7 @@ def resolve_allowed(host: str, port: int) -> list[tuple[int, str]]:
     infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
     allowed, reasons = [], []
     for family, _type, _proto, _name, sockaddr in infos:
-        reason = refusal_reason(sockaddr[0], port)
+        reason = refusal_reason(sockaddr[0], port, also=also)
         if reason is None:
             allowed.append((family, sockaddr[0]))
         elif reason not in reasons:
@@ -104,9 +109,9 @@ def refused_message(refusal: object) -> str:
     return f"refused by the address policy: {refusal} (ALLOWED_PRIVATE_NETWORKS opens it)"
 
 
-def _opened(ip: IPAddress, port: int) -> bool:
+def _opened(ip: IPAddress, port: int, networks: Networks) -> bool:
     mapped = getattr(ip, "ipv4_mapped", None)
-    for network, only_port in settings.ALLOWED_PRIVATE_NETWORKS:
+    for network, only_port in networks:
         if only_port is not None and only_port != port:
             continue
         if ip in network or (mapped is not None and mapped in network):

@@ -25,7 +25,13 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit, urlunsplit
 
-from core.extractors.addresses import AddressRefused, Refusal, refused_message, resolve_allowed
+from core.extractors.addresses import (
+    AddressRefused,
+    Networks,
+    Refusal,
+    refused_message,
+    resolve_allowed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +56,8 @@ class EgressProxy:
     ``unreachable`` the hosts it could not resolve or reach.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, also: Networks = ()) -> None:
+        self.also = also  # networks opened for this proxy alone (addresses.refusal_reason)
         self.refusals: list[Refusal] = []
         # Hosts it could not resolve or connect to: a tool sees the proxy's 502 or 504, so the
         # caller reads the real network error here.
@@ -216,7 +223,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         """Connect to the first allowed address of ``host``; answer the client and return None
         when the policy refuses it or no connection can be made."""
         try:
-            addresses = resolve_allowed(host, port)
+            addresses = resolve_allowed(host, port, also=self.proxy.also)
         except AddressRefused as refused:
             self.proxy.refuse(target, str(refused))
             message = refused_message(refused)

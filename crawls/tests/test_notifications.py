@@ -5,6 +5,7 @@ backend, and a real huey consumer end to end."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -37,9 +38,12 @@ class Webhook:
     """A webhook receiver on 127.0.0.1 that answers with ``statuses`` in turn (the last one
     again once they run out) and keeps every JSON body it was sent."""
 
-    def __init__(self, *statuses: int, retry_after: str | None = None) -> None:
+    def __init__(
+        self, *statuses: int, retry_after: str | None = None, location: str | None = None
+    ) -> None:
         self.statuses = list(statuses)
         self.retry_after = retry_after
+        self.location = location
         self.received: list[dict] = []
         receiver = self
 
@@ -53,6 +57,8 @@ class Webhook:
                 self.send_response(status)
                 if receiver.retry_after:
                     self.send_header("Retry-After", receiver.retry_after)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -310,3 +316,31 @@ def test_a_queue_that_cannot_be_reached_leaves_the_crawl_sealed(
 
     assert Crawl.objects.get(pk=crawl.pk).status == CrawlStatus.SEALED
     assert f"crawl {crawl.pk}: could not queue its notification" in caplog.text
+
+
+def test_a_webhook_that_redirects_to_ftp_is_not_followed() -> None:
+    ftp = socket.create_server(("127.0.0.1", 0))  # an FTP server would greet whoever connects
+    ftp.settimeout(0.5)
+    redirect = Webhook(302, location=f"ftp://127.0.0.1:{ftp.getsockname()[1]}/")
+    try:
+        delivery = deliver_webhook(redirect.url, {}, timeout=5)
+        with pytest.raises(TimeoutError):
+            ftp.accept()
+    finally:
+        redirect.stop()
+        ftp.close()
+
+    assert delivery.outcome is Outcome.FATAL
+    assert delivery.detail.startswith("HTTP 302 redirect to ftp://127.0.0.1:")
+
+
+def test_webhook_allowed_networks_open_a_receiver_to_webhooks_alone(webhook, settings) -> None:
+    receiver = webhook(200)
+    port = urlsplit(receiver.url).port
+    settings.ALLOWED_PRIVATE_NETWORKS = []
+    settings.WEBHOOK_ALLOWED_NETWORKS = [(ip_network("127.0.0.1/32"), port)]
+
+    delivery = deliver_webhook(receiver.url, {"n": 1}, timeout=5)
+
+    assert delivery.outcome is Outcome.SUCCEEDED
+    assert receiver.received == [{"n": 1}]

@@ -156,6 +156,9 @@ class Browser:
         self._connection = None
         # The last page loaded: (url, user agent, final url, time.monotonic(), page).
         self._visit_open: tuple | None = None
+        # What the egress proxy refused while that page loaded: every capture of it lists them
+        # (core/extractors/rendering.py keeps it).
+        self.visit_refusals: list = []
         # Playwright's sync API runs an asyncio loop in the thread that uses it, and Django
         # refuses database calls in a thread with a running loop: every Playwright call happens
         # in this one thread instead, and the actor's thread waits for it.

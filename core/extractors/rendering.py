@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -71,6 +72,16 @@ RENDERED_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "image/")
 CRASH_MESSAGES = ("Target crashed", "has been closed", "Browser closed", "Connection closed")
 
 
+@dataclass
+class PageLoad:
+    """What one capture learnt of how its page was loaded: ``loaded`` is False when it captured
+    the page another extractor had loaded; ``navigations`` lists the page's URL, then each URL
+    the main frame requested on its way there (redirects)."""
+
+    navigations: list[str]
+    loaded: bool = False
+
+
 class ChromiumExtractor(Extractor):
     """Render ``snapshot.url`` in the shared browser and ``capture`` it into ``out_dir``.
 
@@ -102,16 +113,20 @@ class ChromiumExtractor(Extractor):
         )
         egress = browser_egress()
         egress.take()  # what the last page fetched late is not this one's
-        navigations = [snapshot.url]  # the page's URL, then each hop Chromium takes to it
+        load = PageLoad(navigations=[snapshot.url])
         try:
-            self._visit(browser, snapshot, out_dir, output, navigations)
+            self._visit(browser, snapshot, out_dir, output, load)
         finally:
-            output.refusals, unreachable = egress.take()
+            refusals, unreachable = egress.take()
+        # Every capture of one loaded page lists what its loading met, not only the first.
+        if load.loaded:
+            browser.visit_refusals = refusals
+        output.refusals = refusals if load.loaded else [*browser.visit_refusals, *refusals]
         if output.outcome is not Outcome.SUCCEEDED:
             # The proxy's 403 or failed tunnel on the way to the page is not the page's answer:
             # say what the proxy met (Chromium's own background requests left aside).
             failure = egress_failure(
-                _on_the_way(output.refusals, navigations), _on_the_way(unreachable, navigations)
+                _on_the_way(refusals, load.navigations), _on_the_way(unreachable, load.navigations)
             )
             output.outcome, output.error = failure or (output.outcome, output.error)
         return output
@@ -122,17 +137,17 @@ class ChromiumExtractor(Extractor):
         snapshot: HasURL,
         out_dir: Path,
         output: ExtractorOutput,
-        navigations: list[str],
+        load: PageLoad,
     ) -> None:
-        """Load and capture the page, recording the outcome on ``output`` and each URL the
-        main frame requested on its way to the page in ``navigations``."""
+        """Load and capture the page (or capture the one still open), recording the outcome on
+        ``output`` and how the page was loaded on ``load``."""
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         try:
             done = browser.visit(
                 snapshot.url,
-                load=partial(self._load, url=snapshot.url, navigations=navigations),
+                load=partial(self._load, url=snapshot.url, record=load),
                 capture=partial(self.capture, out_dir=out_dir),
                 user_agent=self.user_agent,
                 timeout=self.timeout,
@@ -151,15 +166,16 @@ class ChromiumExtractor(Extractor):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
 
     def _load(
-        self, page, *, url: str, navigations: list[str]
+        self, page, *, url: str, record: PageLoad
     ) -> tuple[Outcome, str, float | None] | None:
         """In the browser's thread: load ``url`` and let it settle; return None, or
-        (outcome, error, retry_after) when the response cannot be captured. Each URL the main
-        frame requests on the way (redirects) is added to ``navigations``."""
+        (outcome, error, retry_after) when the response cannot be captured. ``record`` notes
+        that the page was loaded, and each URL the main frame requested on the way."""
+        record.loaded = True
         deadline = time.monotonic() + self.timeout
         failures: list[str] = []
         page.on("requestfailed", partial(_note_document_failure, failures))
-        page.on("request", partial(_note_navigation, navigations))
+        page.on("request", partial(_note_navigation, record.navigations))
         response = page.goto(url, wait_until="commit")
         if refused := self._refused(response, url):
             return refused

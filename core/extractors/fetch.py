@@ -89,6 +89,7 @@ def fetch(
         raise LookupError("curl not found")
     cmd = [
         curl,
+        "-q",  # first, or it is not read: no ~/.curlrc, which could set a proxy or noproxy
         "--silent",
         "--show-error",
         "--location",

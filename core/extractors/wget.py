@@ -82,6 +82,8 @@ class WgetExtractor(Extractor):
         """Return the wget command line for ``url``, to run in the output folder."""
         return [
             wget,
+            # No /etc/wgetrc nor ~/.wgetrc: none may turn the egress proxy off (use_proxy).
+            "--no-config",
             "--no-verbose",
             "--adjust-extension",
             "--convert-links",

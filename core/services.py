@@ -22,8 +22,8 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.process import CommandCancelled
-from core.extractors.redaction import scrub_folder
 from core.extractors.registry import get_extractor
+from core.extractors.scrubbing import scrub_folder
 from core.finalize import INDEX_NAME, TEMP_PREFIX
 from core.finalizing import snapshot_finalize, wake_crawl_if_done
 from core.models import ArchiveResult, Snapshot, SnapshotQuerySet
@@ -355,7 +355,7 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
     """Call ``extractor.run``, turning an unexpected exception into a recorded outcome.
 
     Whatever way it ends, the credentials in the extractor's arguments are then scrubbed from
-    the files it wrote (its tool's logs and WARCs, core/extractors/redaction.py) before they
+    the files it wrote (its tool's logs and WARCs, core/extractors/scrubbing.py) before they
     are kept, moved into place or checksummed.
     """
     try:

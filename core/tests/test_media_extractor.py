@@ -23,6 +23,7 @@ from core.extractors.media import (
     is_media_url,
 )
 from core.extractors.page import Page
+from core.extractors.redaction import REDACTED
 from core.tests.media_site import CLIP_WEBM, TONE_WAV, MediaSite
 
 SMALL_LIMIT = 100 * 1024  # bytes: over the test's tone and clip, under its large file
@@ -309,7 +310,7 @@ def test_arguments_come_before_the_url_and_take_effect(
 
     output = run(url, out_dir)
 
-    assert output.cmd[-3:] == ["--add-headers", "X-Vellum:yes", url]
+    assert output.cmd[-3:] == ["--add-headers", f"X-Vellum: {REDACTED}", url]  # recorded so
     assert media_site.headers("/tone.wav", "X-Vellum") == ["yes"]
     assert media_site.headers("/audio.html", "X-Vellum") == ["", "yes"]  # not given to curl
 

@@ -19,7 +19,8 @@ from django.urls import reverse
 from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.extractors.redaction import REDACTED, redact, redact_command, redact_text, scrub_folder
+from core.extractors.redaction import REDACTED, redact, redact_command
+from core.extractors.scrubbing import redact_text, scrub_folder
 from core.finalize import INDEX_NAME
 from core.models import ArchiveResult, Snapshot
 from core.services import result_tick, snapshot_check_results, snapshot_start
@@ -32,6 +33,7 @@ CURL_PASSWORD = "curl-pa55word"
 WGET_PASSWORD = "wget-pa55word"
 REFERER_PASSWORD = "referer-pa55word"
 SECRETS = (TOKEN, CURL_PASSWORD, WGET_PASSWORD, REFERER_PASSWORD)
+R = REDACTED
 
 
 # --- the recorded form of a command --------------------------------------------------------------
@@ -82,6 +84,86 @@ SECRETS = (TOKEN, CURL_PASSWORD, WGET_PASSWORD, REFERER_PASSWORD)
 def test_redact_command_hides_every_credential_form(cmd: list[str], recorded: list[str]) -> None:
     assert redact_command(cmd) == recorded
     assert redact_command(recorded) == recorded  # idempotent: a recorded command stays as is
+
+
+# Forms the tools accept that a first version let through (each reads as its tool reads it).
+@pytest.mark.parametrize(
+    ("cmd", "recorded"),
+    [
+        # yt-dlp's own spelling (media.py uses it), and an abbreviation of it (optparse).
+        (["yt-dlp", "--add-headers", "Cookie:a=b"], ["yt-dlp", "--add-headers", f"Cookie: {R}"]),
+        (["yt-dlp", "--add-head=X-Key:k"], ["yt-dlp", f"--add-head=X-Key: {R}"]),
+        (["yt-dlp", "-vp", "pw"], ["yt-dlp", "-vp", R]),
+        (["yt-dlp", "-vppw"], ["yt-dlp", f"-vp{R}"]),
+        # wget's wgetrc commands, in any case and with "-" or "_" (wget's init.c).
+        (
+            ["wget", "-e", "header=Authorization: Bearer t"],
+            ["wget", "-e", f"header=Authorization: {R}"],
+        ),
+        (["wget", "-e", "header = X-Key: k"], ["wget", "-e", f"header = X-Key: {R}"]),
+        (["wget", "--execute", "http_password=pw"], ["wget", "--execute", f"http_password={R}"]),
+        (["wget", "--execute=http_passwd=pw"], ["wget", f"--execute=http_passwd={R}"]),
+        (["wget", "-e", "HTTP-Password = pw"], ["wget", "-e", f"HTTP-Password = {R}"]),
+        (["wget", "-e", "ftp_password=pw"], ["wget", "-e", f"ftp_password={R}"]),
+        (["wget", "-e", "proxy_passwd=pw"], ["wget", "-e", f"proxy_passwd={R}"]),
+        (["wget", "-e", "password=pw"], ["wget", "-e", f"password={R}"]),
+        (["wget", "-e", "user=alice:pw"], ["wget", "-e", f"user=alice:{R}"]),
+        (["wget", "-qehttp_password=pw"], ["wget", f"-qehttp_password={R}"]),
+        (["wget", "-e", "robots=off"], ["wget", "-e", "robots=off"]),
+        # GNU getopt_long takes an unambiguous prefix of a long option.
+        (["wget", "--http-pass=pw"], ["wget", f"--http-pass={R}"]),
+        (["wget", "--http-pass", "pw"], ["wget", "--http-pass", R]),
+        (["wget", "--head=Authorization: Bearer t"], ["wget", f"--head=Authorization: {R}"]),
+        (["wget", "--proxy-pa=pw"], ["wget", f"--proxy-pa={R}"]),
+        (["wget", "--pass=pw"], ["wget", f"--pass={R}"]),
+        # curl 7.88 does too (`curl --verb` is --verbose), and clusters short options.
+        (["curl", "--head", "https://example.org/"], ["curl", "--head", "https://example.org/"]),
+        (["curl", "--heade", "X-Key: k"], ["curl", "--heade", f"X-Key: {R}"]),
+        (["curl", "--oauth2", "t"], ["curl", "--oauth2", R]),
+        (["curl", "-sH", "Authorization: Bearer t"], ["curl", "-sH", f"Authorization: {R}"]),
+        (["curl", "-sHAuthorization:Bearer t"], ["curl", f"-sHAuthorization: {R}"]),
+        (["curl", "-su", "alice:pw"], ["curl", "-su", f"alice:{R}"]),
+        (["curl", "-vsualice:pw"], ["curl", f"-vsualice:{R}"]),
+        (["curl", "-sLb", "session=abc"], ["curl", "-sLb", R]),
+        # A letter that takes a value takes the rest: "-oH" writes to a file named "H".
+        (["curl", "-oH", "https://example.org/"], ["curl", "-oH", "https://example.org/"]),
+        # git clone's --config (parse-options takes prefixes too) and -c clustered.
+        (
+            ["git", "--conf=http.extraHeader=X-Key: k"],
+            ["git", f"--conf=http.extraHeader=X-Key: {R}"],
+        ),
+        (["git", "-qc", "credential.token=t"], ["git", "-qc", f"credential.token={R}"]),
+    ],
+)
+def test_redact_command_reads_each_tool_as_it_does(cmd: list[str], recorded: list[str]) -> None:
+    found = redact(cmd)
+    assert found.cmd == recorded
+    assert redact_command(recorded) == recorded
+
+
+def test_the_user_agent_given_as_a_header_stays() -> None:
+    cmd = ["yt-dlp", "--add-headers", "User-Agent:Vellum/1", "--add-headers", "X-Key:k"]
+
+    found = redact(cmd)
+
+    assert found.cmd == [
+        "yt-dlp",
+        "--add-headers",
+        "User-Agent:Vellum/1",
+        "--add-headers",
+        f"X-Key: {R}",
+    ]
+    assert found.headers == {"X-Key"}
+
+
+def test_a_wgetrc_header_is_found_again_in_the_log() -> None:
+    found = redact(["-e", "header=X-Api-Key: abcdef123"], tool="wget")
+
+    text = redact_text(
+        "---request begin---\nX-Api-Key: abcdef123\n", secrets=found.secrets, headers=found.headers
+    )
+
+    assert text == f"---request begin---\nX-Api-Key: {R}\n"
 
 
 @pytest.mark.parametrize(

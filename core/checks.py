@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
+from core.extractors.cmdline import COMMAND, CONFIG, Option, find_options, goes_around_proxy
+
 # What each extractor's entry in EXTRACTOR_OPTIONS may set: integers with their smallest value,
 # flags, strings and lists of strings.
 EXTRACTOR_OPTION_MINIMUMS = {"timeout": 1, "max_attempts": 1}
@@ -53,7 +55,35 @@ def check_extractor_options(app_configs, **kwargs) -> list[Error]:
                     id="core.E008",
                 )
             )
+        elif isinstance(options.get("arguments"), list):
+            errors += _proxy_errors(name, BY_NAME[name].binaries[0], options["arguments"])
     return errors
+
+
+def _proxy_errors(name: str, tool: str, arguments: list) -> list[Error]:
+    """Refuse the ``arguments`` of extractor ``name`` (given to ``tool``) that would set,
+    replace or switch off the egress proxy every tool fetches through (DESIGN.md §8, egress.py),
+    as cmdline.goes_around_proxy tells, in any spelling the tool accepts."""
+    if not all(isinstance(argument, str) for argument in arguments):
+        return []  # reported as core.E007
+    return [
+        Error(
+            f"EXTRACTOR_OPTIONS[{name!r}]['arguments'] cannot use {_spelled(option)}: "
+            f"{tool} must fetch through Vellum's egress proxy, which applies the address "
+            "policy (ALLOWED_PRIVATE_NETWORKS opens private networks instead)",
+            id="core.E009",
+        )
+        for option in find_options(arguments, tool)
+        if goes_around_proxy(option)
+    ]
+
+
+def _spelled(option: Option) -> str:
+    """The option as written, with the wgetrc command or git key it sets (never its value,
+    which may hold a proxy's password)."""
+    if option.kind in (COMMAND, CONFIG) and option.value is not None:
+        return f"{option.written} {option.value.partition('=')[0].strip()}"
+    return option.written
 
 
 def _option_error(name: str, key: str, value) -> Error | None:

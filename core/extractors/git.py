@@ -59,8 +59,16 @@ EMPTY_LOG = "You appear to have cloned an empty repository."
 
 # Never ask for credentials: no terminal prompt, and no askpass program (an empty GIT_ASKPASS
 # also outranks core.askPass and SSH_ASKPASS, see git's prompt.c). Speak HTTP(S) only, so that
-# a redirect or an option cannot make git read a local path or run a command (ext::).
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "GIT_ALLOW_PROTOCOL": "http:https"}
+# a redirect or an option cannot make git read a local path or run a command (ext::). Read no
+# system or user configuration (git-config(1), ENVIRONMENT): /etc/gitconfig or ~/.gitconfig
+# could set http.proxy and take git around the egress proxy.
+GIT_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "",
+    "GIT_ALLOW_PROTOCOL": "http:https",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
 
 
 def repository_url(url: str) -> str | None:

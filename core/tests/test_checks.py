@@ -80,6 +80,76 @@ def test_bad_options_are_reported(settings, options, error_id, message) -> None:
     assert message in errors[0].msg
 
 
+@pytest.mark.parametrize(
+    ("name", "arguments", "spelled"),
+    [
+        ("wget", ["--no-proxy"], "--no-proxy"),
+        ("wget", ["--no-prox"], "--no-prox"),  # getopt_long takes a prefix
+        ("wget", ["-e", "use_proxy=off"], "-e use_proxy"),
+        ("wget", ["--execute=use_proxy=on"], "--execute use_proxy"),
+        ("wget", ["-qeuse-proxy = no"], "-qe use-proxy"),
+        ("wget", ["-e", "http_proxy=http://198.51.100.1:3128/"], "-e http_proxy"),
+        ("wget", ["--execute", "HTTPS_PROXY=http://198.51.100.1:3128/"], "--execute HTTPS_PROXY"),
+        ("wget", ["-e", "no_proxy=example.org"], "-e no_proxy"),
+        ("wget", ["--config=/etc/other.wgetrc"], "--config"),
+        ("headers", ["--noproxy", "*"], "--noproxy"),
+        ("headers", ["--proxy", "http://198.51.100.1:3128/"], "--proxy"),
+        ("title", ["-x", "http://198.51.100.1:3128/"], "-x"),
+        ("favicon", ["-sLx", "http://198.51.100.1:3128/"], "-sLx"),
+        ("readability", ["--proxy1.0", "198.51.100.1:3128"], "--proxy1.0"),
+        ("outlinks", ["--socks5-hostname", "198.51.100.1:1080"], "--socks5-hostname"),
+        ("htmltotext", ["--socks4a", "198.51.100.1:1080"], "--socks4a"),
+        ("headers", ["--preproxy", "socks5://198.51.100.1"], "--preproxy"),
+        ("headers", ["--unix-socket", "/run/docker.sock"], "--unix-socket"),
+        ("headers", ["-K", "/etc/other.curlrc"], "-K"),
+        ("media", ["--proxy", ""], "--proxy"),
+        ("media", ["--proxy="], "--proxy"),
+        ("media", ["--prox", "socks5://198.51.100.1"], "--prox"),  # optparse takes a prefix
+        ("media", ["--geo-verification-proxy", "http://198.51.100.1/"], "--geo-verification-proxy"),
+        ("git", ["-c", "http.proxy="], "-c http.proxy"),
+        ("git", ["--config=HTTP.Proxy=http://198.51.100.1/"], "--config HTTP.Proxy"),
+        ("git", ["-c", "http.https://example.org/.proxy=x"], "-c http.https://example.org/.proxy"),
+        ("git", ["-c", "remote.origin.proxy=x"], "-c remote.origin.proxy"),
+        ("git", ["-c", "include.path=/tmp/gitconfig"], "-c include.path"),
+    ],
+)
+def test_arguments_that_go_around_the_egress_proxy_are_refused(
+    settings, name: str, arguments: list[str], spelled: str
+) -> None:
+    settings.EXTRACTOR_OPTIONS = {name: {"arguments": ["--verbose", *arguments]}}
+
+    (error,) = check_extractor_options(None)
+
+    assert error.id == "core.E009"
+    assert error.msg.startswith(f"EXTRACTOR_OPTIONS[{name!r}]['arguments'] cannot use {spelled}: ")
+    assert "egress proxy" in error.msg
+    assert "198.51.100.1" not in error.msg  # a proxy's URL may hold its password
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("wget", ["-e", "robots=off", "--proxy-user=alice", "--proxy-password=pw", "--no-parent"]),
+        ("wget", ["-Oe", "use_proxy=off"]),  # -O takes "e" as its file name
+        ("headers", ["--proxy-header", "X-Trace: 1", "--proxy-insecure", "--head"]),
+        ("media", ["--add-headers", "X-A:b", "--ignore-config"]),
+        ("git", ["-c", "http.proxyAuthMethod=basic", "-c", "http.extraHeader=X-A: b"]),
+    ],
+)
+def test_arguments_that_keep_the_proxy_pass(settings, name: str, arguments: list[str]) -> None:
+    settings.EXTRACTOR_OPTIONS = {name: {"arguments": arguments}}
+
+    assert check_extractor_options(None) == []
+
+
+def test_a_command_refuses_to_start_with_an_argument_that_switches_the_proxy_off() -> None:
+    completed = manage("status", EXTRACTOR_OPTIONS='{"wget": {"arguments": ["--no-proxy"]}}')
+
+    assert completed.returncode == 1
+    assert "core.E009" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
 def test_options_set_an_extractors_timeout_and_attempts(settings) -> None:
     settings.EXTRACTOR_TIMEOUT = 60
     settings.MAX_ATTEMPTS = 3

@@ -243,6 +243,20 @@ def test_the_arguments_option_is_passed_to_git_clone(
     assert git("config", "vellum.marker", cwd=out_dir / "project.git").strip() == "yes"
 
 
+def test_the_users_git_configuration_cannot_set_a_proxy(
+    git_site: GitSite, out_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    # A ~/.gitconfig that would send git to a proxy that is not there, around the egress proxy.
+    (tmp_path / ".gitconfig").write_text(f"[http]\n\tproxy = http://127.0.0.1:{unused_port()}\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert "127.0.0.1" in git("config", "--global", "http.proxy")  # git reads it here
+
+    output = run(git_site.url("/project.git"), out_dir)
+
+    assert output.outcome is Outcome.SUCCEEDED, output.error
+    assert refs(out_dir / "project.git") == refs(git_site.root / "project.git")
+
+
 def test_without_git_the_extractor_is_skipped(
     out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

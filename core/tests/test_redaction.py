@@ -9,12 +9,16 @@ the tools' debug output on, then looks for each secret in every file of the seal
 from __future__ import annotations
 
 import gzip
+import importlib
 import io
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.urls import reverse
 from model_bakery import baker
 
@@ -331,3 +335,28 @@ def test_admin_redacts_a_command_recorded_before_redaction_existed(client) -> No
     page = client.get(reverse("admin:core_archiveresult_change", args=[result.pk])).content
     assert TOKEN.encode() not in page
     assert f"--header=Authorization: {REDACTED}".encode() in page
+
+
+@pytest.mark.django_db
+def test_the_migration_redacts_commands_recorded_before_redaction_existed() -> None:
+    migration = importlib.import_module("core.migrations.0009_redact_recorded_commands")
+    old = ["/usr/bin/curl", "-sH", f"Authorization: Bearer {TOKEN}", "https://example.org/"]
+    earlier = {"status": "failed", "cmd": ["/usr/bin/wget", f"--http-pass={WGET_PASSWORD}"]}
+    leaky = baker.make(ArchiveResult, extractor="headers", cmd=old, history=[earlier, {"x": 1}])
+    clean = baker.make(ArchiveResult, extractor="wget", cmd=["/usr/bin/wget", "-e", "robots=off"])
+
+    migration.redact_recorded_commands(django_apps, SimpleNamespace(connection=connection))
+
+    leaky.refresh_from_db()
+    assert leaky.cmd == [
+        "/usr/bin/curl",
+        "-sH",
+        f"Authorization: {REDACTED}",
+        "https://example.org/",
+    ]
+    assert leaky.history == [
+        {"status": "failed", "cmd": ["/usr/bin/wget", f"--http-pass={REDACTED}"]},
+        {"x": 1},  # an entry without a command is kept as it is
+    ]
+    clean.refresh_from_db()
+    assert clean.cmd == ["/usr/bin/wget", "-e", "robots=off"]

@@ -16,7 +16,12 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome, classify_http_status, too_large_reason
+from core.extractors.errors import (
+    Outcome,
+    classify_http_status,
+    egress_failure,
+    too_large_reason,
+)
 from core.extractors.fetch import FetchResult, fetch
 from core.extractors.page import output_from_fetch, remove, unavailable
 
@@ -274,7 +279,10 @@ class GitExtractor(Extractor):
         if TOO_LARGE_LOG.search(log):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         elif done.exit_code != 0:
-            output.outcome, output.error = classify_git_failure(done.exit_code, log, url)
+            # What the egress proxy met (a refusal, a host that did not answer) is why, not
+            # the 403 or 502 it answered git with.
+            failure = egress_failure(done.refusals, done.unreachable)
+            output.outcome, output.error = failure or classify_git_failure(done.exit_code, log, url)
         elif EMPTY_LOG in log:
             return self._empty(output, url, out_dir)
         elif not (out_dir / mirror / "HEAD").is_file():

@@ -22,7 +22,12 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.errors import Outcome, classify_http_status, too_large_reason
+from core.extractors.errors import (
+    Outcome,
+    classify_http_status,
+    egress_failure,
+    too_large_reason,
+)
 from core.extractors.page import Page, fetch_page, output_from_fetch, remove, unavailable
 
 LOG_NAME = "media.log"
@@ -280,7 +285,9 @@ class MediaExtractor(Extractor):
         if TOO_LARGE_LINE.search(log):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         elif done.exit_code != 0:
-            output.outcome, output.error = classify_log(log, done.exit_code)
+            # A refusal or an unreachable host met by the egress proxy is why, not its answer.
+            failure = egress_failure(done.refusals, done.unreachable)
+            output.outcome, output.error = failure or classify_log(log, done.exit_code)
         elif not saved:  # no media entry, or only ones the filters rejected before download
             output.outcome, output.error = Outcome.SKIPPED, NO_MEDIA
         else:

@@ -2,10 +2,16 @@
 """Vellum's command-line entry point: every user-facing command is a management command."""
 
 import os
+import signal
 import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["actor"]:
+        # The orchestrator may ask an actor that is still starting up to drain (SIGINT): it has
+        # no work yet, so it ends quietly, by the signal, instead of with a KeyboardInterrupt
+        # traceback from whatever it was importing. The actor sets its own handlers once ready.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "archive.settings")
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line

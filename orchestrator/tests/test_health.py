@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
+import time
 
 import pytest
+from django.conf import settings
 
 from orchestrator.orchestrator import Orchestrator
 
@@ -50,3 +54,20 @@ def test_an_actor_killed_during_a_shutdown_is_still_a_crash() -> None:
     orchestrator.reap()
 
     assert orchestrator.crashed == 1
+
+
+def test_a_real_actor_asked_to_drain_while_starting_up_ends_by_the_signal(tmp_path) -> None:
+    """Before its handlers are set (Django is still loading), SIGINT ends an actor by the signal,
+    which the health check reads as a stop: no KeyboardInterrupt traceback in actors.log."""
+    actor = subprocess.Popen(
+        [sys.executable, str(settings.BASE_DIR / "manage.py"), "actor", "archiveresult"],
+        env={**os.environ, "DATA_DIR": str(tmp_path)},
+        stderr=subprocess.PIPE,
+        cwd=settings.BASE_DIR,
+    )
+    time.sleep(0.1)  # importing Django alone takes several times longer
+    actor.send_signal(signal.SIGINT)
+    _, errors = actor.communicate(timeout=30)
+
+    assert actor.returncode == -signal.SIGINT
+    assert b"Traceback" not in errors

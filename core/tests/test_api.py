@@ -9,7 +9,6 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 from model_bakery import baker
@@ -17,7 +16,7 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ApiToken, ArchiveResult, Snapshot, Tag
 from core.tests.test_removal import sealed_snapshot
-from core.tests.users import keeper
+from core.tests.users import keeper, staff_with
 from core.tokens import token_create, token_revoke
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -319,7 +318,7 @@ def test_a_snapshot_comes_with_its_results_and_the_urls_of_their_files(api) -> N
     assert results["title"]["files"] == [f"/archive/{snapshot.pk}/title/title.txt"]
     assert results["favicon"]["status"] == ResultStatus.FAILED
     staff = Client()
-    staff.force_login(get_user_model().objects.create_user("staff", is_staff=True))
+    staff.force_login(staff_with("file-reader", "core.view_snapshot"))
     manifest = staff.get(body["manifest"])
     assert manifest.status_code == 200  # the URL names the file that is served
     assert b"title/title.txt" in b"".join(manifest.streaming_content)

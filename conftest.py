@@ -32,6 +32,16 @@ def bare_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
 
 
 @pytest.fixture
+def data_dir(settings, tmp_path: Path) -> Path:
+    """A DATA_DIR of this test's own: added crawls' inputs, snapshots and the signing key."""
+    settings.DATA_DIR = tmp_path
+    settings.ARCHIVE_DIR = tmp_path / "archive"
+    settings.SOURCES_DIR = tmp_path / "sources"
+    settings.KEYS_DIR = tmp_path / "keys"
+    return tmp_path
+
+
+@pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     """An empty folder for one extractor run, as the caller provides it."""
     folder = tmp_path / "out"

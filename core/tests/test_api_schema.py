@@ -59,16 +59,6 @@ def test_connection_kept() -> Iterator[None]:
 
 
 @pytest.fixture
-def data_dir(settings, tmp_path: Path) -> Path:
-    """A DATA_DIR of this test's own: added crawls' inputs, snapshots and the signing key."""
-    settings.DATA_DIR = tmp_path
-    settings.ARCHIVE_DIR = tmp_path / "archive"
-    settings.SOURCES_DIR = tmp_path / "sources"
-    settings.KEYS_DIR = tmp_path / "keys"
-    return tmp_path
-
-
-@pytest.fixture
 def sealed_snapshot(data_dir: Path, test_connection_kept) -> dict[str, str]:
     """A sealed snapshot (and its crawl) for the calls to find: the path parameters naming
     them, ``{"crawl_id": ..., "snapshot_id": ...}``."""

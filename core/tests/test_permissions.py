@@ -98,12 +98,9 @@ OPERATIONS = operations(api.get_openapi_schema())
 
 
 @pytest.fixture(autouse=True)
-def data_dir(settings, tmp_path: Path) -> Path:
-    settings.DATA_DIR = tmp_path
-    settings.ARCHIVE_DIR = tmp_path / "archive"
-    settings.SOURCES_DIR = tmp_path / "sources"
-    settings.KEYS_DIR = tmp_path / "keys"
-    return tmp_path
+def own_data_dir(data_dir: Path) -> Path:
+    """Every test here has a DATA_DIR of its own (conftest.py's data_dir)."""
+    return data_dir
 
 
 @pytest.fixture

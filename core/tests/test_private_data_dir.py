@@ -12,7 +12,6 @@ import os
 import sqlite3
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -23,34 +22,20 @@ from django.conf import settings
 from archive.privacy import make_private_dir, tighten_data_dir
 from core.checks import check_data_dir_private
 from core.tests.site import LiveSite
+from orchestrator.tests.test_orchestrator import Vellum
 
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 
 
 def manage(data_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``manage.py <args>`` under ``umask 022`` with ``data_dir`` and its own SQLite DB."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "VELLUM_TEST_DATA_DIR_CREATED")
-        and not k.startswith("DJANGO_SUPERUSER_")
-    }
-    # The huey queue in a SQLite file, as in production (the test settings run tasks at once).
-    env.update(
-        DATA_DIR=str(data_dir),
-        DJANGO_SETTINGS_MODULE="archive.settings_for_tests",
-        HUEY_IMMEDIATE="0",
-    )
-    return subprocess.run(
-        [sys.executable, MANAGE, *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=settings.BASE_DIR,
-        preexec_fn=lambda: os.umask(0o022),
-    )
+    """Run ``manage.py <args>`` under ``umask 022`` with ``data_dir`` and its own SQLite DB;
+    its huey queue in a SQLite file, as in production (the test settings run tasks at once)."""
+    vellum = Vellum(data_dir, HUEY_IMMEDIATE="0")
+    umask = os.umask(0o022)  # what the command inherits (the test's own files are not written)
+    try:
+        return vellum.manage(*args, timeout=timeout)
+    finally:
+        os.umask(umask)
 
 
 def walk(root: Path) -> Iterator[Path]:

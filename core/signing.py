@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from django.conf import settings
 
+from archive.privacy import DIR_MODE, restrict
 from core.finalize import MANIFEST_NAME, SIGNATURE_NAME, TEMP_PREFIX, atomic_write
 
 PRIVATE_KEY_NAME = "signing-key.pem"
@@ -73,28 +74,22 @@ def ensure_signing_key() -> bool:
 
 def _make_private_folder(folder: Path) -> None:
     """Create ``folder`` (and parents) if needed, mode 0700; raise OSError."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # mkdir's mode is masked by the umask, and a folder made by hand may be looser.
-    _restrict_to_owner(folder, 0o700)
-    # A key restored from a backup or copied by hand may have lost its mode; the public key and
-    # the retired ones are public, but what lies in DATA_DIR is its user's alone.
-    _restrict_to_owner(folder / PRIVATE_KEY_NAME, 0o600)
-    _restrict_to_owner(folder / PUBLIC_KEY_NAME, 0o600)
-    _restrict_to_owner(folder / RETIRED_DIR, 0o700)
+    folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    # mkdir's mode is masked by the umask, and a folder made by hand may be looser; a key
+    # restored from a backup or copied by hand may have lost its mode. The public key and the
+    # retired ones are public, but what lies in DATA_DIR is its user's alone.
+    for path in (folder, folder / PRIVATE_KEY_NAME, folder / PUBLIC_KEY_NAME, folder / RETIRED_DIR):
+        _restrict_to_owner(path)
 
 
-def _restrict_to_owner(path: Path, mode: int) -> None:
-    """Set ``path``'s mode when group or others have any access to it (nothing if it is absent).
+def _restrict_to_owner(path: Path) -> None:
+    """Take group and others' access off ``path`` (archive/privacy.py's ``restrict``).
 
     Logs a warning instead of failing when it cannot: keys may sit on a read-only mount that
     the operator set up, and signing must not stop over that.
     """
     try:
-        if not path.stat().st_mode & 0o077:
-            return
-        os.chmod(path, mode)
-    except FileNotFoundError:
-        return
+        restrict(path)
     except OSError as error:
         logger.warning("%s is open to other users and cannot be restricted: %s", path, error)
 

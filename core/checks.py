@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
+from archive.privacy import data_dir_problems
 from core.extractors.cmdline import COMMAND, CONFIG, Option, find_options, goes_around_proxy
 
 # What each extractor's entry in EXTRACTOR_OPTIONS may set: integers with their smallest value,
@@ -138,8 +139,6 @@ def check_tool_confinement(app_configs, **kwargs) -> list[Warning]:
 def check_data_dir_private(app_configs, **kwargs) -> list[Warning]:
     """Warn when group or others have access to DATA_DIR (made by an older version, or by hand):
     its database holds session keys and password hashes (archive/privacy.py)."""
-    from archive.privacy import data_dir_problems
-
     return [
         Warning(
             problem,

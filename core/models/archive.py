@@ -14,7 +14,6 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.extractors.redaction import redact_command
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.diskguard import disk_held
 from orchestrator.models import WorkItem, WorkQuerySet
@@ -505,7 +504,7 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         }
 
     def _record_run(self, output) -> None:
-        self.cmd = redact_command(output.cmd)  # readers see it: never with credentials
+        self.cmd = output.cmd  # ExtractorOutput holds it redacted (core/extractors/base.py)
         self.cmd_version = output.cmd_version
         self.exit_code = output.exit_code
         self.refused = [str(refusal) for refusal in output.refusals]

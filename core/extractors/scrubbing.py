@@ -77,14 +77,21 @@ def scrub_folder(folder: Path, arguments: Sequence[str], *, tool: str | None = N
     have their request, warcinfo, metadata and resource records redacted (responses are what
     the server sent and stay). Files are rewritten in place only when something changed;
     returns those. A file that cannot be read or rewritten is logged and left.
+
+    WARCs are read only when ``arguments`` hid something: without them Vellum sent no
+    credential, and a Cookie in a request record is one the archived site set (parsing every
+    WARC of every run would cost some 10 ms a page for nothing).
     """
     found = redact(arguments, tool=tool)
+    ours = bool(found.secrets or found.headers)
     changed = []
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue
         try:
             if path.name.endswith(WARC_SUFFIXES):
+                if not ours:
+                    continue
                 rewritten = scrub_warc(path, found)
             elif path.name.endswith(TEXT_SUFFIXES):
                 rewritten = _scrub_text_file(path, found)

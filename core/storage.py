@@ -22,11 +22,11 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 from urllib.parse import urlsplit
 
 from botocore.config import Config
@@ -352,9 +352,13 @@ def upload_snapshot(target: str, folder: Path, snapshot_id: str) -> tuple[int, i
     def put(relative: str) -> int:
         return _put(target, storage, folder / relative, f"{prefix}/{relative}")
 
-    total = sum(_transfers().map(put, listed))
+    total = sum(_on_transfer_threads(put, listed))
     total += sum(put(name) for name in (MANIFEST_NAME, SIGNATURE_NAME))  # last, in this order
     return len(listed) + 2, total
+
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 @functools.cache
@@ -362,6 +366,24 @@ def _transfers() -> ThreadPoolExecutor:
     """Return this process's transfer threads, started on first use and kept: django-storages'
     S3 backend keeps one connection per thread, which new threads would have to open again."""
     return ThreadPoolExecutor(TRANSFER_THREADS, thread_name_prefix="vellum-copy")
+
+
+def _on_transfer_threads(function: Callable[[Item], Result], items: Iterable[Item]) -> list[Result]:
+    """Return ``function`` applied to every item, in order, run on the transfer threads.
+
+    On the first failure, cancel the calls not started, wait for the running ones, then raise
+    that failure: a failed upload must not leave threads writing to the target after it returns,
+    where they would race with the retry that follows.
+    """
+    futures = [_transfers().submit(function, item) for item in items]
+    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+    failed = next((future for future in futures if future in done and future.exception()), None)
+    if failed is not None:
+        for future in futures:
+            future.cancel()
+        wait(futures)
+        failed.result()  # raises the failure with its traceback
+    return [future.result() for future in futures]
 
 
 def verify_copy(target: str, folder: Path, snapshot_id: str) -> list[str]:
@@ -392,7 +414,7 @@ def verify_copy(target: str, folder: Path, snapshot_id: str) -> list[str]:
         problem = _file_problem(target, storage, f"{prefix}/{relative}", digest)
         return f"{target}: {problem}: {relative}" if problem else None
 
-    problems += [problem for problem in _transfers().map(check, listed.items()) if problem]
+    problems += [problem for problem in _on_transfer_threads(check, listed.items()) if problem]
     return problems
 
 

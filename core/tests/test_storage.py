@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -248,6 +250,29 @@ def test_the_signature_goes_last_and_an_interrupted_upload_never_looks_complete(
     upload_snapshot(target, folder, SNAPSHOT_ID)
     assert saved[-2:] == [MANIFEST_NAME, SIGNATURE_NAME]
     assert sorted(saved) == sorted(files_in(folder))
+
+
+def test_a_failed_upload_returns_only_after_its_other_transfers_end(targets, folder, monkeypatch):
+    """A retry starts right after a failure: no thread of the failed upload may still write."""
+    backend = type(get_target("mirror"))
+    save, running = backend._save, []
+    started = threading.Barrier(2)
+
+    def fail_one_while_another_runs(self, name, content):
+        if name.endswith("index.json"):  # the first file listed
+            started.wait(timeout=5)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name)
+        if name.endswith(WARC):  # the last
+            running.append(name)
+            started.wait(timeout=5)
+            time.sleep(0.3)  # still writing when the WARC's transfer fails
+            running.remove(name)
+        return save(self, name, content)
+
+    monkeypatch.setattr(backend, "_save", fail_one_while_another_runs)
+    with pytest.raises(TargetUnavailable, match="no space left on device"):
+        upload_snapshot("mirror", folder, SNAPSHOT_ID)
+    assert running == []
 
 
 def test_upload_refuses_a_folder_that_is_not_sealed(targets, s3_server, folder):

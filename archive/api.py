@@ -4,7 +4,7 @@ routers of each app (crawls/api.py, core/api.py, orchestrator/api.py).
 Every endpoint needs an active staff user, by a bearer token (``Authorization: Bearer vlm_...``,
 made with ``manage.py token create``; it acts as its user) or the admin's session (with its CSRF
 token for changes), who holds the model permission the operation names with ``auth=staff(...)``,
-as the admin's matching action needs it (core/permissions.py). The OpenAPI schema is at
+as the admin's matching action needs it (core/web/permissions.py). The OpenAPI schema is at
 ``/api/v1/openapi.json``, browsable at ``/api/v1/docs``. Errors are JSON,
 ``{"detail": "what is wrong"}``: 400 for bad input, 401 without credentials, 403 for a user who is
 not staff or lacks the permission, 404 for an unknown id, 409 for a change the record's state
@@ -23,8 +23,8 @@ from ninja.parser import Parser
 from ninja.throttling import UserRateThrottle
 
 from core.api import router as snapshots_router
-from core.permissions import ANY_STAFF
-from core.removal import RemovalRefused
+from core.services.removal import RemovalRefused
+from core.web.permissions import ANY_STAFF
 from crawls.api import router as crawls_router
 from crawls.seeds import InputError
 from orchestrator.api import router as status_router

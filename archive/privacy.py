@@ -7,7 +7,7 @@ Three things keep it so:
 - ``restrict_umask`` sets the process umask to PRIVATE_UMASK; archive/settings.py calls it, so
   it holds in every entry point (manage.py, the WSGI/ASGI app, the actors, the huey consumer)
   and in every tool they start, whatever umask the shell or service manager gave them;
-- files Vellum sets a mode on itself get FILE_MODE (``core.finalize.atomic_write``, Django's
+- files Vellum sets a mode on itself get FILE_MODE (``core.folder.manifest.atomic_write``, Django's
   FILE_UPLOAD_PERMISSIONS for collected static files), folders DIR_MODE;
 - ``tighten_data_dir`` (run by ``manage.py init``) closes a DATA_DIR made by an older version or
   by hand, and ``data_dir_problems`` names what is still open (a start-up check warns).

@@ -40,7 +40,7 @@ DATA_DIR = env_path("DATA_DIR", BASE_DIR / "data")
 ARCHIVE_DIR = DATA_DIR / "archive"
 SOURCES_DIR = DATA_DIR / "sources"
 LOGS_DIR = DATA_DIR / "logs"
-KEYS_DIR = DATA_DIR / "keys"  # the Ed25519 key pair that signs manifests (core/signing.py)
+KEYS_DIR = DATA_DIR / "keys"  # the Ed25519 key pair that signs manifests (core/folder/signing.py)
 
 if DATA_DIR in (BASE_DIR / name for name in ("archive", "core", "crawls", "orchestrator")):
     raise ImproperlyConfigured(f"DATA_DIR={DATA_DIR} would mix data into a source package")
@@ -94,14 +94,14 @@ INSTALLED_APPS = [
     "django_huey",
     "axes",
     "ninja",  # the API docs page with its own Swagger UI files, not a CDN's (archive/api.py)
-    "django_fsm",  # its admin templates: the transition buttons (core/admin_transitions.py)
+    "django_fsm",  # its admin templates: the transition buttons (core/admin/transitions.py)
     "crawls",
     "core",
     "orchestrator",
 ]
 
 MIDDLEWARE = [
-    "core.middleware.ReplayHostMiddleware",  # first: the replay host sees no cookies, no app
+    "core.web.middleware.ReplayHostMiddleware",  # first: the replay host sees no cookies, no app
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -203,7 +203,7 @@ WACZ_TIMEOUT = env_int("WACZ_TIMEOUT", 300, minimum=1)
 #             "OPTIONS": {"location": "/mnt/mirror"}},
 #  "s3": {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {"bucket_name": "vellum"}}}
 # Each becomes a Django storage alias; names and backends are checked at start-up
-# (core/storage_checks.py).
+# (core/checks.py).
 STORAGE_TARGETS = env_json_object("STORAGE_TARGETS", {})
 if _reserved := sorted(STORAGE_TARGETS.keys() & STORAGES.keys()):
     raise ImproperlyConfigured(f"STORAGE_TARGETS may not be named {', '.join(_reserved)}")
@@ -307,10 +307,10 @@ PUBLIC_ARCHIVE = env_bool("PUBLIC_ARCHIVE", False)
 # REST API calls one user may make ("<count>/<s|min|h|d>"); more get 429 with Retry-After.
 API_RATE = env_str("API_RATE", "600/min")
 # Tags one request (the API, the add page, manage.py add, one input file's entries) may name;
-# more are refused with 400 (crawls/services.py), so one request cannot flood the tag list.
+# more are refused with 400 (core/services/crawls.py), so one request cannot flood the tag list.
 MAX_TAGS_PER_REQUEST = env_int("MAX_TAGS_PER_REQUEST", 50, minimum=1)
 
-# Replay (core/replay.py) runs archived scripts, so it lives on a host of its own: "host" or
+# Replay (core/web/origins.py) runs archived scripts, so it lives on a host of its own: "host" or
 # "host:port", e.g. "replay.archive.example", or, with wildcard DNS, "*.replay.archive.example",
 # which gives each snapshot an origin of its own. Empty: "*.replay.localhost" on the app's port
 # when the archive is opened on a loopback name, and no replay on any other host.

@@ -7,14 +7,14 @@ is timed on every sealed snapshot folder, in this process, for ``--rounds`` roun
 
 - baseline: ``sha256sum`` (GNU coreutils) over the folder's files: reading and hashing every
   byte once, the least any fixity step can cost;
-- integrity: core.integrity.check_snapshot over the succeeded results (WARC digests, PNG);
-- wacz: core.packaging.build_wacz (py-wacz in a child process, validated before it is kept);
-- manifest: core.finalize.write_manifest (SHA-256 of every file, written atomically);
-- sign: core.signing.sign_manifest (Ed25519 over the manifest);
-- verify: core.fixity.local_problems (what ``manage.py verify`` does for the local copy);
-- mirror, s3: core.storage.upload_snapshot then verify_copy, to a folder and to moto's S3
+- integrity: core.folder.integrity.check_snapshot over the succeeded results (WARC digests, PNG);
+- wacz: core.folder.wacz.build_wacz (py-wacz in a child process, validated before it is kept);
+- manifest: core.folder.manifest.write_manifest (SHA-256 of every file, written atomically);
+- sign: core.folder.signing.sign_manifest (Ed25519 over the manifest);
+- verify: core.services.fixity.local_problems (what ``manage.py verify`` does for the local copy);
+- mirror, s3: core.folder.targets.upload_snapshot then verify_copy, to a folder and to moto's S3
   server (``moto_server``, a process of its own on 127.0.0.1); "s3, 1 thread" the same with one
-  transfer thread instead of core.storage.TRANSFER_THREADS.
+  transfer thread instead of core.folder.targets.TRANSFER_THREADS.
 
 The report gives the median seconds per snapshot of each step and its ratio to the baseline
 measured in the same run (these machines are noisy; ratios travel better than seconds).
@@ -71,13 +71,13 @@ def steps(targets: list[str]) -> dict[str, Callable]:
     """Return ``{name: step(snapshot)}`` in the order finalizing runs them, baseline first."""
     from django.conf import settings
 
-    from core import storage
-    from core.finalize import MANIFEST_NAME, payload_files, sha256_file, write_manifest
-    from core.fixity import local_problems
-    from core.integrity import check_snapshot
-    from core.packaging import build_wacz
-    from core.signing import sign_manifest
-    from core.storage import upload_snapshot, verify_copy
+    from core.folder import targets as storage
+    from core.folder.integrity import check_snapshot
+    from core.folder.manifest import MANIFEST_NAME, payload_files, sha256_file, write_manifest
+    from core.folder.signing import sign_manifest
+    from core.folder.targets import upload_snapshot, verify_copy
+    from core.folder.wacz import build_wacz
+    from core.services.fixity import local_problems
 
     def baseline(snapshot) -> None:
         files = [str(path) for path in payload_files(snapshot.output_dir)]
@@ -127,8 +127,8 @@ def steps(targets: list[str]) -> dict[str, Callable]:
 
 @contextmanager
 def transfer_threads(count: int):
-    """Run the block with ``count`` transfer threads in core.storage (its default otherwise)."""
-    from core import storage
+    """Run the block with ``count`` transfer threads in core.folder.targets (else its default)."""
+    from core.folder import targets as storage
 
     default = storage.TRANSFER_THREADS
     if count != default:

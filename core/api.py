@@ -12,11 +12,11 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
 
 from archive.pagination import BoundedPageNumberPagination
-from core.finalize import MANIFEST_NAME
+from core.folder.manifest import MANIFEST_NAME
 from core.models import ArchiveResult, Snapshot
-from core.permissions import staff
-from core.removal import snapshot_remove
-from core.services import snapshot_rearchive, snapshot_retry_failed
+from core.services.removal import snapshot_remove
+from core.services.snapshots import snapshot_rearchive, snapshot_retry_failed
+from core.web.permissions import staff
 
 router = Router()
 PAGE_SIZE = 50
@@ -99,7 +99,7 @@ class Retried(Schema):
 
 
 def file_url(snapshot_id, path: str) -> str:
-    """The URL that serves one file of a snapshot (core/views.py)."""
+    """The URL that serves one file of a snapshot (core/web/files.py)."""
     return reverse("core:snapshot_file", args=[snapshot_id, path])
 
 

@@ -6,4 +6,4 @@ class CoreConfig(AppConfig):
     verbose_name = "Archive"
 
     def ready(self) -> None:
-        from core import checks, storage_checks  # noqa: F401  (registers the system checks)
+        from core import checks  # noqa: F401  (registers the system checks)

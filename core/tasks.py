@@ -12,7 +12,7 @@ from django.conf import settings
 from django_huey import db_periodic_task
 from huey import crontab
 
-from core.fixity import fixity_audit_due
+from core.services.fixity import fixity_audit_due
 
 logger = logging.getLogger(__name__)
 

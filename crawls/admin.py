@@ -13,21 +13,21 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
-from core.admin_display import state_badge
-from core.admin_export import export_download
-from core.admin_removal import remove_with_files
-from core.admin_transitions import HoldForm, ServiceTransitionsMixin
+from core.admin.display import state_badge
+from core.admin.export import export_download
+from core.admin.removal import remove_with_files
+from core.admin.transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
-from core.export import ExportError, select_snapshots
 from core.models import Snapshot
-from core.removal import crawl_remove
-from core.services import snapshots_retry_failed
+from core.services.crawls import check_crawl_options, crawl_hold, crawl_release, describe_steps
+from core.services.export import ExportError, select_snapshots
+from core.services.removal import crawl_remove
+from core.services.schedules import schedule_run_now
+from core.services.snapshots import snapshots_retry_failed
 from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
 from crawls.models import Crawl, CrawlSchedule, Profile, cron_next
-from crawls.schedules import schedule_run_now
 from crawls.seeds import InputError
-from crawls.services import check_crawl_options, crawl_hold, crawl_release, describe_steps
 
 
 def _hold(crawl: Crawl, reason: str = "") -> str:

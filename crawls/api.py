@@ -11,13 +11,13 @@ from ninja.pagination import paginate
 
 from archive.pagination import BoundedPageNumberPagination
 from core.models import Snapshot
-from core.permissions import staff
-from core.removal import crawl_remove
-from core.services import snapshots_retry_failed
+from core.services.crawls import crawl_create, crawl_hold, crawl_release
+from core.services.removal import crawl_remove
+from core.services.snapshots import snapshots_retry_failed
+from core.web.permissions import staff
 from crawls.inputs import FORMATS
 from crawls.models import Crawl
 from crawls.seeds import InputError, has_control_character
-from crawls.services import crawl_create, crawl_hold, crawl_release
 
 router = Router()
 PAGE_SIZE = 50

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django import forms
 
+from core.services.crawls import MAX_DEPTH
 from crawls.inputs import FORMATS
 from crawls.models import Profile
-from crawls.services import MAX_DEPTH
 
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024  # as manage.py add reads at most
 

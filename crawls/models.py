@@ -238,7 +238,7 @@ class CrawlScheduleQuerySet(models.QuerySet):
 
 class CrawlSchedule(models.Model):
     """Seeds re-crawled on a cron schedule: each run is a new Crawl of the same input, with the
-    same options (crawls/schedules.py).
+    same options (core/services/schedules.py).
 
     ``next_run_at`` is worked out from the time of the last run, not from the run it replaces:
     runs missed while Vellum was down are made up once, not once each.

@@ -2,10 +2,10 @@
 crawl seals.
 
 The schedules are looked at every minute: a crawl schedule due by then runs once, including
-one whose runs were missed while the consumer was down (crawls/schedules.py).
+one whose runs were missed while the consumer was down (core/services/schedules.py).
 
 Tasks take ids and plain data, never model instances. A webhook that is down is tried again
-with the same backoff as extractors (core/retries.py), honouring Retry-After, up to
+with the same backoff as extractors (orchestrator/retries.py), honouring Retry-After, up to
 NOTIFY_MAX_ATTEMPTS deliveries; every attempt is logged.
 """
 
@@ -18,7 +18,6 @@ from django_huey import db_periodic_task, db_task
 from huey import crontab
 
 from core.extractors.errors import Outcome
-from core.retries import backoff_delay
 from crawls.models import Crawl
 from crawls.notifications import (
     crawl_payload,
@@ -27,6 +26,7 @@ from crawls.notifications import (
     send_report_email,
     webhooks_for,
 )
+from orchestrator.retries import backoff_delay
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,9 @@ def webhook_send(url: str, payload: dict, attempt: int) -> None:
 @db_periodic_task(crontab())
 def schedules_run() -> int:
     """Queue a crawl for every crawl schedule due now; return how many."""
-    from crawls.schedules import schedules_run_due  # crawls.services imports this module
+    from core.services.schedules import (
+        schedules_run_due,  # core.services.crawls imports this module
+    )
 
     crawls = schedules_run_due()
     if crawls:

@@ -1,6 +1,6 @@
 """The add page and a crawl's live progress (htmx polls the progress fragment every 2 s until
 the crawl is sealed). Adding needs ``crawls.add_crawl``, the crawl pages ``crawls.view_crawl``,
-both as an active staff user (core/permissions.py, the admin's rule)."""
+both as an active staff user (core/web/permissions.py, the admin's rule)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
 from core.models import ArchiveResult
-from core.permissions import model_perm, staff_permission_required
+from core.services.crawls import crawl_create
+from core.web.permissions import model_perm, staff_permission_required
 from crawls.choices import CrawlStatus
 from crawls.forms import AddForm
 from crawls.models import Crawl
 from crawls.seeds import InputError
-from crawls.services import crawl_create
 
 SHOWN_SNAPSHOTS = 200  # on the progress page; the admin lists them all
 

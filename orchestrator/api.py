@@ -8,7 +8,7 @@ from datetime import datetime
 
 from ninja import Router, Schema
 
-from core.permissions import staff
+from core.web.permissions import staff
 from orchestrator.diskguard import disk_usage
 from orchestrator.models import QueueState, QueueStatus
 from orchestrator.services import queue_hold, queue_release

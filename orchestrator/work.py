@@ -45,11 +45,11 @@ def _result_lease(result) -> float:
 
 def work_types() -> dict[str, WorkType]:
     """Return every kind of work by name, in the order the orchestrator spawns them."""
-    from core.copies import copy_tick
     from core.models import ArchiveResult, Snapshot, StorageCopy
-    from core.services import result_tick, snapshot_tick
+    from core.services.copies import copy_tick
+    from core.services.crawls import crawl_tick
+    from core.services.snapshots import result_tick, snapshot_tick
     from crawls.models import Crawl
-    from crawls.services import crawl_tick
 
     kinds = [
         WorkType("crawl", Crawl, lambda c: crawl_tick(crawl=c), _fixed_lease, "ACTORS_CRAWL"),

@@ -1,5 +1,5 @@
 """The admin's export actions: selected snapshots (or a crawl's) as one ZIP download holding a
-BagIt bag or their WACZ files, made by core/export.py with the same fixity checks as
+BagIt bag or their WACZ files, made by core/services/export.py with the same fixity checks as
 ``manage.py export``.
 
 The export is made while the request waits, so the admin offers it for at most
@@ -19,8 +19,8 @@ from django.contrib import messages
 from django.http import FileResponse, HttpRequest
 from django.utils import timezone
 
-from core.export import ExportError, ExportReport, Selection, export_bagit, export_wacz
 from core.models import Snapshot
+from core.services.export import ExportError, ExportReport, Selection, export_bagit, export_wacz
 
 ADMIN_EXPORT_LIMIT = 200
 EXPORTERS = {"bagit": export_bagit, "wacz": export_wacz}

@@ -1,5 +1,5 @@
 """The admin's "remove with files" action for snapshots and crawls: a confirmation page first,
-then core/removal.py for each selected record, refusals reported one by one."""
+then core/services/removal.py for each selected record, refusals reported one by one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.template.response import TemplateResponse
 
-from core.removal import RemovalRefused
+from core.services.removal import RemovalRefused
 
 CONFIRM_TEMPLATE = "admin/vellum/confirm_remove.html"
 SHOWN_REFUSALS = 10

@@ -11,7 +11,7 @@ from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from core.admin_display import (
+from core.admin.display import (
     copies_summary,
     file_links,
     fixity_badge,
@@ -22,15 +22,13 @@ from core.admin_display import (
     size_display,
     state_badge,
 )
-from core.admin_export import export_download
-from core.admin_permissions import ActionPermissionsMixin
-from core.admin_removal import remove_with_files
-from core.admin_transitions import ServiceTransitionsMixin
+from core.admin.export import export_download
+from core.admin.permissions import ActionPermissionsMixin
+from core.admin.removal import remove_with_files
+from core.admin.transitions import ServiceTransitionsMixin
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
-from core.copies import copies_retry
 from core.extractors.redaction import redact_command
-from core.finalize import payload_files
-from core.fixity import RestoreError, snapshot_audit, snapshot_repair
+from core.folder.manifest import payload_files
 from core.models import (
     ApiToken,
     ArchiveResult,
@@ -40,9 +38,11 @@ from core.models import (
     StorageCopy,
     Tag,
 )
-from core.removal import snapshot_remove
-from core.services import snapshot_rearchive, snapshot_retry_failed
-from core.tokens import token_revoke
+from core.services.copies import copies_retry
+from core.services.fixity import RestoreError, snapshot_audit, snapshot_repair
+from core.services.removal import snapshot_remove
+from core.services.snapshots import snapshot_rearchive, snapshot_retry_failed
+from core.services.tokens import token_revoke
 
 FIXITY_CHECKS_SHOWN = 20  # on a snapshot's page; the fixity check list has them all
 # Audits and repairs re-hash every file (and every storage copy) while the request waits: past
@@ -276,7 +276,7 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         permissions=["transition"],
     )
     def verify_fixity(self, request, queryset):
-        """Audit each selected sealed snapshot now, in this request (core.fixity)."""
+        """Audit each selected sealed snapshot now, in this request (core.services.fixity)."""
         if self._too_many(request, queryset, "verify --snapshot ID… (or --crawl, --all)"):
             return
         sealed = list(queryset.filter(status=SnapshotStatus.SEALED).order_by("pk"))
@@ -318,8 +318,8 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         description="Restore damaged copies of selected snapshots", permissions=["transition"]
     )
     def restore_damaged(self, request, queryset):
-        """Repair what audits flagged (core.fixity.snapshot_repair): a damaged folder is restored
-        from a sound storage copy; damaged or failed storage copies are queued again."""
+        """Repair what audits flagged (core.services.fixity.snapshot_repair): a damaged folder
+        is restored from a sound storage copy; damaged or failed storage copies are queued again."""
         if self._too_many(request, queryset, "restore --snapshot ID… (or --flagged)"):
             return
         sealed = list(queryset.filter(status=SnapshotStatus.SEALED).order_by("url"))

@@ -24,7 +24,7 @@ from django.urls import reverse
 from django_fsm import ConcurrentTransition, Transition, TransitionNotAllowed
 from django_fsm.admin import FSMAdminMixin
 
-from core.admin_permissions import ActionPermissionsMixin
+from core.admin.permissions import ActionPermissionsMixin
 
 # A service call for one transition: (the record, the transition form's cleaned data) -> what
 # was done, shown to the user.

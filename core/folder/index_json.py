@@ -1,7 +1,7 @@
 """Read one snapshot folder's ``index.json`` back into checked row values (for reindex).
 
-``index.json`` is written by core.services.snapshot_index; every value is type-checked and run
-through the model field's own validators, so a damaged or foreign file becomes one readable
+``index.json`` is written by core.services.snapshots.snapshot_index; every value is type-checked
+and run through the model field's own validators, so a damaged or foreign file becomes one readable
 InvalidIndex message instead of a bad row. The snapshot's state comes from its manifest.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.finalize import INDEX_NAME, MANIFEST_NAME, parse_manifest
+from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, parse_manifest
 from core.models import ArchiveResult, Snapshot, Tag
 from crawls.models import Crawl
 

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings
 
 from archive.privacy import DIR_MODE, restrict
-from core.finalize import MANIFEST_NAME, SIGNATURE_NAME, TEMP_PREFIX, atomic_write
+from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, TEMP_PREFIX, atomic_write
 
 PRIVATE_KEY_NAME = "signing-key.pem"
 PUBLIC_KEY_NAME = "signing-key.pub.pem"

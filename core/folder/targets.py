@@ -52,7 +52,7 @@ from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
 from archive.privacy import FILE_MODE
-from core.finalize import (
+from core.folder.manifest import (
     HASH_CHUNK,
     MANIFEST_NAME,
     SIGNATURE_NAME,
@@ -448,10 +448,10 @@ def download_snapshot(target: str, snapshot_id: str, dest: Path) -> None:
 
     Each file is hashed as it streams into a temporary file beside its place and replaces the
     local one only when its SHA-256 matches the remote manifest. Local files the manifest does
-    not list are left alone. The signature is not checked here (core.signing does that). Raise
-    TargetError when the copy is incomplete, a file is missing or does not match, or the manifest
-    names a path outside ``dest`` (absolute, ``..``, through a symbolic link); TargetUnavailable
-    when the target cannot be reached.
+    not list are left alone. The signature is not checked here (core.folder.signing does that).
+    Raise TargetError when the copy is incomplete, a file is missing or does not match, or the
+    manifest names a path outside ``dest`` (absolute, ``..``, through a symbolic link);
+    TargetUnavailable when the target cannot be reached.
     """
     storage = get_target(target)
     prefix = snapshot_prefix(snapshot_id)

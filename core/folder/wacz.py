@@ -10,7 +10,7 @@ compare pixel by pixel with a replay. Several snapshots go into one WACZ the sam
 (``package_wacz``), for a crawl export that another archive can load as one file.
 
 py-wacz runs in a child process (it prints to stdout, and importing it takes ~0.55 s): one worker
-per Vellum process, started on the first job and kept for the next (core/wacz_worker.py), in
+per Vellum process, started on the first job and kept for the next (core/folder/pywacz_worker.py), in
 its own process group and killed on timeout. One job both creates the WACZ and runs py-wacz's
 own validator on it; with the imports done once, a typical page takes some 0.05 s. The WACZ is
 built in a temporary folder (``TEMP_PREFIX``) beside its destination and renamed into place only
@@ -37,8 +37,8 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.timeutils import iso_date_to_timestamp, timestamp_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from core.finalize import TEMP_PREFIX, payload_files
-from core.wacz_worker import JobEnd, shared_worker
+from core.folder.manifest import TEMP_PREFIX, payload_files
+from core.folder.pywacz_worker import JobEnd, shared_worker
 
 WACZ_NAME = "snapshot.wacz"
 SCREENSHOT_PATH = "screenshot/screenshot.png"
@@ -101,7 +101,7 @@ def snapshot_warcs(folder: Path) -> list[Path]:
     Only that depth counts: earlier runs' WARCs lie deeper (``history/<run>/<extractor>/warc/``),
     and so does a ``.warc.gz`` that wget saved in its mirror of the site, which is a file the
     site served, not our capture. Temporary files and folders (``TEMP_PREFIX``) and symbolic
-    links are left out (core.finalize.payload_files).
+    links are left out (core.folder.manifest.payload_files).
     """
     warcs = []
     for path in payload_files(folder):
@@ -370,7 +370,7 @@ def _shorten(text: str) -> str:
 
 
 def _run_wacz(commands: list[list[str]], staging: Path, timeout: float, stop: bool) -> dict:
-    """Run py-wacz ``commands`` in turn in this process's py-wacz worker (core/wacz_worker.py);
+    """Run py-wacz ``commands`` in turn in this process's py-wacz worker (core/folder/pywacz_worker.py);
     return ``{number: _Step}``.
 
     ``stop`` ends the run at the first failing command. py-wacz's temporary files go in

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 # SQLite: an FTS5 table over core_snapshottext (external content, keyed by its integer id),
 # kept in step by triggers. PostgreSQL: a GIN index over the same columns' tsvector. Both are
-# read by core/search.py, which spells the same expressions.
+# read by core/services/search.py, which spells the same expressions.
 SQLITE_FORWARD = [
     """CREATE VIRTUAL TABLE core_snapshottext_fts USING fts5(
         title, url, tags, text, content='core_snapshottext', content_rowid='id',

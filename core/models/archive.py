@@ -103,7 +103,7 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     ``queued → started`` creates one ArchiveResult per extractor; ``started → finalizing`` when all
     of them are final; finalizing checks their outputs (``finalizing → started`` again when some
     were corrupt), packages the WARCs as WACZ, writes ``index.json``, the manifest and its
-    signature, and seals it (core/finalizing.py).
+    signature, and seals it (core/services/finalizing.py).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -239,7 +239,7 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         """Archive the URL again (explicit request only); it is due at once.
 
         The caller moves the earlier outputs aside and re-queues the results in the same
-        transaction (core.services.snapshot_rearchive).
+        transaction (core.services.snapshots.snapshot_rearchive).
         """
         self._run_again()
 

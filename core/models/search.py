@@ -7,10 +7,10 @@ from django.db import models
 
 class SnapshotText(models.Model):
     """What a sealed snapshot is found by: its title, URL, tags and the text of the page
-    (readability's article, else htmltotext's text), capped at core.search.MAX_TEXT_CHARS.
+    (readability's article, else htmltotext's text), capped at core.services.search.MAX_TEXT_CHARS.
 
     On SQLite an FTS5 table mirrors these rows through triggers; on PostgreSQL a GIN index over
-    their ``to_tsvector`` serves the search (migration core 0007, core/search.py).
+    their ``to_tsvector`` serves the search (migration core 0007, core/services/search.py).
     """
 
     # An integer primary key: SQLite's FTS5 table refers to rows by it (it is their rowid).

@@ -14,7 +14,7 @@ class ApiTokenQuerySet(models.QuerySet):
 
 class ApiToken(models.Model):
     """One bearer token of one user. Only its SHA-256 is stored: the token itself is shown once,
-    when it is made (core/tokens.py), and cannot be read back."""
+    when it is made (core/services/tokens.py), and cannot be read back."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"

@@ -15,9 +15,9 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.finalize import atomic_write
+from core.folder.manifest import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
-from core.services import snapshots_tag_like_crawl
+from core.services.snapshots import snapshots_tag_like_crawl
 from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import Crawl, Profile
@@ -225,7 +225,8 @@ def crawl_seal(*, crawl: Crawl) -> bool:
     """Seal ``crawl`` with its report if every snapshot of it is final; return True if sealed.
 
     The crawl row is locked first and the guard checked again under the lock: a re-archive or a
-    retry locks it too before it queues a snapshot of this crawl (core.services._reopen_crawl),
+    retry locks it too before it queues a snapshot of this crawl
+    (core.services.snapshots._reopen_crawl),
     so the two never cross (on PostgreSQL's READ COMMITTED they otherwise could).
     """
     with transaction.atomic():

@@ -1,9 +1,9 @@
 """Export sealed snapshots for another archive: as one BagIt bag (RFC 8493), or as WACZ files.
 
 Only sealed snapshots are exported, and only those whose folder passes a fixity check
-(core.fixity.local_problems: the manifest is the one sealed, its signature verifies, every file
-matches it): a bag or a WACZ written from a damaged folder would carry fresh checksums over the
-damage and pass for good. Whatever is left out is reported with its reason;
+(core.services.fixity.local_problems: the manifest is the one sealed, its signature verifies,
+every file matches it): a bag or a WACZ written from a damaged folder would carry fresh
+checksums over the damage and pass for good. Whatever is left out is reported with its reason;
 ``LeftOut.problem`` tells damage and failures (which the caller should treat as an error) from
 snapshots that are simply not exportable (not sealed yet, no WARC to make a WACZ from).
 
@@ -27,16 +27,14 @@ import bagit
 from django.conf import settings
 
 from core.choices import SnapshotStatus
-from core.finalize import (
+from core.folder.manifest import (
     TAG_FILES,
     TEMP_PREFIX,
     payload_files,
     read_manifest,
     sha256_file,
 )
-from core.fixity import local_problems
-from core.models import Snapshot
-from core.packaging import (
+from core.folder.wacz import (
     WACZ_NAME,
     PackagingError,
     PageSource,
@@ -44,6 +42,8 @@ from core.packaging import (
     snapshot_warcs,
     validate_waczs,
 )
+from core.models import Snapshot
+from core.services.fixity import local_problems
 from crawls.models import Crawl
 
 SOURCE_ORGANIZATION = "Vellum"
@@ -236,7 +236,7 @@ def _bag_info(selection: Selection, count: int) -> dict[str, str]:
 def _copy_folder(source: Path, target: Path) -> None:
     """Copy the payload files, manifest and signature of ``source`` into ``target``.
 
-    Symbolic links and temporary files are not copied (core.finalize.payload_files).
+    Symbolic links and temporary files are not copied (core.folder.manifest.payload_files).
     """
     tags = [source / name for name in TAG_FILES if (source / name).is_file()]
     for path in [*payload_files(source), *tags]:

@@ -3,12 +3,12 @@
 The steps run in this order, each idempotent so that a crash part-way repeats it safely:
 
 1. clean up the working folders of attempts that crashed;
-2. check every succeeded result's outputs (core/integrity.py); corrupt ones are removed and their
+2. check every succeeded result's outputs (core/folder/integrity.py); corrupt ones are removed and their
    results go back to backoff, and the snapshot back to ``started`` to wait for them;
-3. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/packaging.py);
+3. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/folder/wacz.py);
 4. write ``index.json``, then ``manifest-sha256.txt`` over every file, then its Ed25519 signature
-   (core/signing.py);
-5. seal the snapshot and queue one copy per storage target (core/copies.py copies them).
+   (core/folder/signing.py);
+5. seal the snapshot and queue one copy per storage target (core/services/copies.py copies them).
 
 A recoverable error (disk full, a packaging timeout, an unreadable key) retries with backoff;
 past MAX_ATTEMPTS the snapshot fails with the reason, logged as an error.
@@ -25,24 +25,24 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.choices import ResultStatus
-from core.copies import copies_queue
 from core.extractors.redaction import redact_command
 from core.extractors.registry import get_extractor
-from core.finalize import TEMP_PREFIX, write_index, write_manifest
-from core.integrity import check_snapshot
-from core.models import ArchiveResult, Snapshot
-from core.packaging import PackagingError, build_wacz
-from core.retries import LEASE_EXPIRED, backoff_delay
-from core.search import snapshot_index_text
-from core.signing import (
+from core.folder.integrity import check_snapshot
+from core.folder.manifest import TEMP_PREFIX, write_index, write_manifest
+from core.folder.signing import (
     SigningKeyError,
     ensure_signing_key,
     key_fingerprint,
     public_key_pem,
     sign_manifest,
 )
+from core.folder.wacz import PackagingError, build_wacz
+from core.models import ArchiveResult, Snapshot
+from core.services.copies import copies_queue
+from core.services.search import snapshot_index_text
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
+from orchestrator.retries import LEASE_EXPIRED, backoff_delay
 
 logger = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ A check of the local copy (``DATA_DIR/archive/<id>/``) finds it sound when:
 
 - the manifest is the one sealed (its SHA-256 equals ``Snapshot.manifest_sha256``);
 - its Ed25519 signature verifies with the key ``index.json`` names, and that key is one this
-  archive trusts (core/signing.py);
+  archive trusts (core/folder/signing.py);
 - every file it lists is present with the listed SHA-256, and no file is missing from it
   (RFC 8493 §3 asks the same of a bag's payload).
 
-A check of a storage copy reads every file back from the target (core/storage.py). Each check is
+A check of a storage copy reads every file back from the target (core/folder/targets.py). Each check is
 recorded as a FixityCheck row; a stored copy found damaged moves to ``damaged``. A damaged local
 folder is restored from a sound storage copy (``snapshot_restore``); a damaged storage copy is
 copied again from the local folder (``copies_retry``).
@@ -27,11 +27,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
-from core.finalize import INDEX_NAME, MANIFEST_NAME, read_manifest, sha256_file, verify_manifest
+from core.folder.manifest import (
+    INDEX_NAME,
+    MANIFEST_NAME,
+    read_manifest,
+    sha256_file,
+    verify_manifest,
+)
+from core.folder.signing import SigningKeyError, verify_signature
+from core.folder.targets import TargetError, TargetUnavailable, download_snapshot, verify_copy
 from core.models import FixityCheck, Snapshot, StorageCopy
 from core.models.preservation import LOCAL
-from core.signing import SigningKeyError, verify_signature
-from core.storage import TargetError, TargetUnavailable, download_snapshot, verify_copy
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +229,7 @@ def snapshot_repair(*, snapshot: Snapshot, target: str | None = None) -> list[st
         _record(snapshot, LOCAL, problems, 0)
         used = snapshot_restore(snapshot=snapshot, target=target)
         done.append(f"restored the local folder from {used}")
-    from core.copies import copies_retry
+    from core.services.copies import copies_retry
 
     queued = copies_retry(copies=snapshot.copies.all())
     if queued:

@@ -28,18 +28,18 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Min
 
 from core.choices import SnapshotStatus
-from core.finalize import INDEX_NAME
-from core.indexfile import (
+from core.folder.index_json import (
     CrawlRecord,
     FolderIndex,
     InvalidIndex,
     read_folder,
 )
+from core.folder.manifest import INDEX_NAME
 from core.models import ArchiveResult, Snapshot, Tag
-from core.search import snapshot_index_text
+from core.services.crawls import crawl_report
+from core.services.search import snapshot_index_text
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from crawls.services import crawl_report
 
 BATCH_SIZE = 200  # snapshot folders per transaction
 

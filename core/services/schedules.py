@@ -14,10 +14,10 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from core.services.crawls import check_crawl_options, crawl_create
 from crawls.inputs import read_input
 from crawls.models import Crawl, CrawlSchedule, cron_next
 from crawls.seeds import InputError, decode_input
-from crawls.services import check_crawl_options, crawl_create
 
 logger = logging.getLogger(__name__)
 

@@ -24,15 +24,15 @@ from core.extractors.errors import Outcome
 from core.extractors.process import CommandCancelled
 from core.extractors.registry import get_extractor
 from core.extractors.scrubbing import scrub_folder
-from core.finalize import INDEX_NAME, TEMP_PREFIX
-from core.finalizing import snapshot_finalize, wake_crawl_if_done
+from core.folder.manifest import INDEX_NAME, TEMP_PREFIX
+from core.folder.wacz import WACZ_NAME
 from core.models import ArchiveResult, Snapshot, SnapshotQuerySet
 from core.models.archive import STOPPED_PREFIX
-from core.packaging import WACZ_NAME
-from core.retries import LEASE_EXPIRED, backoff_delay
+from core.services.finalizing import snapshot_finalize, wake_crawl_if_done
 from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.models import Crawl
 from crawls.seeds import InvalidURL, normalize_url
+from orchestrator.retries import LEASE_EXPIRED, backoff_delay
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
 
 
 def _hold_for_profile(crawl_id: int, problem: str) -> None:
-    from crawls.services import crawl_hold  # crawls.services imports this module
+    from core.services.crawls import crawl_hold  # core.services.crawls imports this module
 
     profile = Crawl.objects.filter(pk=crawl_id).values_list("profile__name", flat=True).first()
     reason = f"its profile {profile} is invalid: {problem}"

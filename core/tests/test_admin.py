@@ -1,4 +1,4 @@
-"""The admin (core/admin.py, crawls/admin.py): every page renders, states show as badges with
+"""The admin (core/admin/snapshots.py, crawls/admin.py): every page renders, states show as badges with
 links to output files, and nothing is edited by hand (status changes only by transitions)."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from django.urls import reverse
 from django.utils import timezone
 from model_bakery import baker
 
-from core.admin_display import file_url
+from core.admin.display import file_url
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
-from core.copies import copy_tick
-from core.finalizing import snapshot_finalize
-from core.fixity import snapshot_audit
 from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy, Tag
+from core.services.copies import copy_tick
+from core.services.finalizing import snapshot_finalize
+from core.services.fixity import snapshot_audit
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
@@ -468,7 +468,8 @@ def use_mirror(settings, location: Path) -> None:
 
 
 def sealed_snapshot(crawl: Crawl, url: str = "http://sealed.example/") -> Snapshot:
-    """A snapshot finalized for real (core.finalizing): folder, manifest, signature, copies."""
+    """A snapshot finalized for real (core.services.finalizing): folder, manifest, signature,
+    copies."""
     snapshot = baker.make(
         Snapshot, crawl=crawl, url=url, status=SnapshotStatus.FINALIZING, retry_at=timezone.now()
     )
@@ -744,7 +745,7 @@ def test_verify_action_names_targets_it_could_not_read(
 def test_fixity_actions_send_large_selections_to_the_command(
     admin_client: Client, monkeypatch, action: str, command: str
 ) -> None:
-    from core import admin as core_admin
+    from core.admin import snapshots as core_admin
 
     monkeypatch.setattr(core_admin, "ADMIN_FIXITY_LIMIT", 1)
     crawl = baker.make(Crawl, status=CrawlStatus.STARTED)

@@ -1,4 +1,4 @@
-"""Admin actions ask for the user's model permissions (core/admin_permissions.py): a staff
+"""Admin actions ask for the user's model permissions (core/admin/permissions.py): a staff
 member who may only view sees the exports, never an action that changes or removes records."""
 
 from __future__ import annotations

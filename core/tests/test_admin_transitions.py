@@ -1,4 +1,4 @@
-"""The admin's transition buttons (core/admin_transitions.py): shown for the transitions a
+"""The admin's transition buttons (core/admin/transitions.py): shown for the transitions a
 record's state allows, each made through its service, refused without the change permission."""
 
 from __future__ import annotations

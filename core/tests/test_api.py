@@ -15,9 +15,9 @@ from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ApiToken, ArchiveResult, Snapshot, Tag
+from core.services.tokens import token_create, token_revoke
 from core.tests.test_removal import sealed_snapshot
 from core.tests.users import keeper, staff_with
-from core.tokens import token_create, token_revoke
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.models import queue_held

@@ -23,9 +23,9 @@ from schemathesis.checks import (
 )
 
 from archive.wsgi import application
-from core.services import snapshot_check_results
+from core.services.snapshots import snapshot_check_results
+from core.services.tokens import token_create
 from core.tests.test_services import finished_snapshot
-from core.tokens import token_create
 
 pytestmark = pytest.mark.django_db
 

@@ -33,9 +33,9 @@ from model_bakery import baker
 
 from archive.testing import shared_database_url
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
-from core.management import crawl_input
 from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy, Tag
 from crawls.choices import CrawlStatus
+from crawls.management import crawl_input
 from crawls.models import Crawl
 
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")

@@ -1,4 +1,4 @@
-"""``manage.py export`` (core/export.py): BagIt bags and WACZ files of sealed snapshots.
+"""``manage.py export`` (core/services/export.py): BagIt bags and WACZ files of sealed snapshots.
 
 Snapshot folders are built by hand (a warcio WARC, a screenshot, the WACZ made by the real
 py-wacz, the manifest), once per module, and copied into each test's own ARCHIVE_DIR; the rows
@@ -23,12 +23,18 @@ import pytest
 from django.core.management import CommandError, call_command
 from model_bakery import baker
 
-from core import export
 from core.choices import SnapshotStatus
-from core.finalize import MANIFEST_NAME, SIGNATURE_NAME, read_manifest, sha256_file, write_manifest
+from core.folder.manifest import (
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
+from core.folder.signing import sign_manifest
+from core.folder.wacz import WACZ_NAME, build_wacz, validate_wacz
 from core.models import Snapshot
-from core.packaging import WACZ_NAME, build_wacz, validate_wacz
-from core.signing import sign_manifest
+from core.services import export
 from core.tests.warc_folders import WARC_PATH, flip_byte, make_snapshot_folder
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -493,7 +499,7 @@ def test_destination_inside_the_archive_is_refused(templates, archive_dir: Path)
     assert not dest.exists()
 
 
-# --- the admin's export actions (core/admin_export.py) -------------------------------------------
+# --- the admin's export actions (core/admin/export.py) -------------------------------------------
 
 
 @pytest.fixture
@@ -574,7 +580,7 @@ def test_admin_export_of_a_crawl_without_snapshots_says_so(admin_client) -> None
 def test_admin_export_sends_large_selections_to_the_command(
     admin_client, templates, monkeypatch
 ) -> None:
-    from core import admin_export
+    from core.admin import export as admin_export
 
     monkeypatch.setattr(admin_export, "ADMIN_EXPORT_LIMIT", 1)
     crawl = make_crawl()

@@ -1,4 +1,4 @@
-"""Files that make a snapshot folder self-describing (core/finalize.py): atomic writes,
+"""Files that make a snapshot folder self-describing (core/folder/manifest.py): atomic writes,
 index.json, and the BagIt-style checksum manifest."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.finalize import (
+from core.folder.manifest import (
     MANIFEST_NAME,
     atomic_write,
     manifest_path_encode,

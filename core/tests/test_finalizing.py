@@ -1,4 +1,4 @@
-"""Finalizing's own paths (core/finalizing.py): corrupt outputs sent back, packaging failures,
+"""Finalizing's own paths (core/services/finalizing.py): corrupt outputs sent back, packaging failures,
 storage copies queued at sealing. The happy path and index.json are in test_services.py."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from core import finalizing
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
-from core.copies import copies_queue, copy_tick
+from core.folder.wacz import PackagingError
 from core.models import ArchiveResult, Snapshot, StorageCopy
-from core.packaging import PackagingError
-from core.services import result_tick, snapshot_check_results, snapshot_tick
+from core.services import finalizing
+from core.services.copies import copies_queue, copy_tick
+from core.services.snapshots import result_tick, snapshot_check_results, snapshot_tick
 from core.tests.test_services import finished_snapshot, make_result, make_snapshot
 from core.tests.warcs import write_warc
 

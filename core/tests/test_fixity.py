@@ -1,4 +1,4 @@
-"""Fixity audits, repairs and restores (core/fixity.py) on snapshots sealed by the real
+"""Fixity audits, repairs and restores (core/services/fixity.py) on snapshots sealed by the real
 finalizing path, with a local mirror folder and moto's S3 server as storage targets.
 
 Every snapshot here is built by ``snapshot_check_results`` from real files (a real WARC) and
@@ -26,8 +26,7 @@ from django.utils import timezone
 
 from archive.testing import MotoS3Server, files_in
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
-from core.copies import copy_tick
-from core.finalize import (
+from core.folder.manifest import (
     INDEX_NAME,
     MANIFEST_NAME,
     SIGNATURE_NAME,
@@ -35,18 +34,19 @@ from core.finalize import (
     write_index,
     write_manifest,
 )
-from core.fixity import (
+from core.folder.signing import key_fingerprint
+from core.folder.targets import upload_snapshot
+from core.models import FixityCheck, Snapshot, StorageCopy
+from core.models.preservation import LOCAL
+from core.services.copies import copy_tick
+from core.services.fixity import (
     RestoreError,
     fixity_audit_due,
     local_problems,
     snapshot_audit,
     snapshot_restore,
 )
-from core.models import FixityCheck, Snapshot, StorageCopy
-from core.models.preservation import LOCAL
-from core.services import result_tick, snapshot_check_results
-from core.signing import key_fingerprint
-from core.storage import upload_snapshot
+from core.services.snapshots import result_tick, snapshot_check_results
 from core.tasks import fixity_audit
 from core.tests.test_services import make_result, make_snapshot
 from core.tests.test_storage import use_targets
@@ -456,7 +456,7 @@ def test_a_copy_that_does_not_read_back_intact_is_not_stored(targets, monkeypatc
             flip_byte(mirror_file(Snapshot.objects.get(pk=snapshot_id), WARC))
         return copied
 
-    monkeypatch.setattr("core.copies.upload_snapshot", upload_and_damage)
+    monkeypatch.setattr("core.services.copies.upload_snapshot", upload_and_damage)
     snapshot = sealed_snapshot()
 
     copy_queued(snapshot)

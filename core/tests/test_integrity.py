@@ -20,7 +20,6 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from core import integrity
 from core.extractors.errors import Outcome
 from core.extractors.favicon import FaviconExtractor
 from core.extractors.headers import HeadersExtractor
@@ -28,7 +27,8 @@ from core.extractors.htmltotext import HtmlToTextExtractor
 from core.extractors.outlinks import OutlinksExtractor
 from core.extractors.title import TitleExtractor
 from core.extractors.wget import WgetExtractor
-from core.integrity import check_outputs, check_snapshot
+from core.folder import integrity
+from core.folder.integrity import check_outputs, check_snapshot
 from core.tests.site import LiveSite
 
 WARC = "wget/warc/archive.warc.gz"

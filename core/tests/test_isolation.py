@@ -118,7 +118,7 @@ Promise.all([hold('/api/v1/queue/hold'), hold('APP/api/v1/queue/hold')])
 @pytest.fixture
 def replayed_snapshot(settings, tmp_path: Path, live_server) -> Snapshot:
     """A sealed snapshot whose WACZ (made by py-wacz) holds REPLAYED_HTML."""
-    from core.packaging import build_wacz
+    from core.folder.wacz import build_wacz
     from core.tests.warc_folders import WARC_PATH, write_warc
 
     settings.DATA_DIR = tmp_path

@@ -1,4 +1,4 @@
-"""WACZ packaging (core/packaging.py) with the real py-wacz, checked by py-wacz's own validator.
+"""WACZ packaging (core/folder/wacz.py) with the real py-wacz, checked by py-wacz's own validator.
 
 Snapshot folders are built by hand with warcio (core/tests/warc_folders.py), and once from a
 real wget capture of the live test site.
@@ -20,11 +20,12 @@ from types import SimpleNamespace
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from core import wacz_worker
 from core.extractors.errors import Outcome
 from core.extractors.wget import WgetExtractor
-from core.finalize import TEMP_PREFIX
-from core.packaging import (
+from core.folder import pywacz_worker
+from core.folder.manifest import TEMP_PREFIX
+from core.folder.pywacz_worker import WaczWorker, shared_worker
+from core.folder.wacz import (
     WACZ_NAME,
     PackagingError,
     PageSource,
@@ -35,7 +36,6 @@ from core.packaging import (
 )
 from core.tests.site import PIXEL_PNG, LiveSite
 from core.tests.warc_folders import WARC_DATE, WARC_PATH, make_snapshot_folder, write_warc
-from core.wacz_worker import WaczWorker, shared_worker
 
 URL = "http://example.test/page"
 ARCHIVED_AT = datetime(2025, 3, 4, 5, 0, 0, tzinfo=UTC)
@@ -341,7 +341,7 @@ def fresh_worker() -> Iterator[WaczWorker]:
 def test_py_wacz_that_cannot_start_is_a_permanent_error(
     folder: Path, monkeypatch: pytest.MonkeyPatch, fresh_worker: WaczWorker
 ) -> None:
-    monkeypatch.setattr(wacz_worker, "_WORKER", "import wacz_is_not_installed\n")
+    monkeypatch.setattr(pywacz_worker, "_WORKER", "import wacz_is_not_installed\n")
 
     with pytest.raises(PackagingError) as raised:
         build(folder)

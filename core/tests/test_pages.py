@@ -15,8 +15,8 @@ from model_bakery import baker
 
 from core.choices import SnapshotStatus
 from core.models import Snapshot, SnapshotText
-from core.search import search_snapshot_ids, search_words, snapshot_index_text
-from core.services import snapshot_check_results
+from core.services.search import search_snapshot_ids, search_words, snapshot_index_text
+from core.services.snapshots import snapshot_check_results
 from core.tests.test_services import finished_snapshot, make_crawl
 from core.tests.users import staff_with
 
@@ -176,7 +176,7 @@ def test_searching_from_the_index(staff_client: Client) -> None:
 def test_past_the_search_limit_the_page_says_it_shows_the_best(
     staff_client: Client, monkeypatch
 ) -> None:
-    monkeypatch.setattr("core.search.MAX_RESULTS", 2)
+    monkeypatch.setattr("core.services.search.MAX_RESULTS", 2)
     for n in range(3):
         indexed(f"https://a.example/{n}", f"Parchment {n}", "")
 

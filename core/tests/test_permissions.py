@@ -1,6 +1,6 @@
-"""Who may do what (core/permissions.py): every operation of the API's own OpenAPI schema, every
+"""Who may do what (core/web/permissions.py): every operation of the API's own OpenAPI schema, every
 view of crawls/urls.py and every archive page of core/urls.py, called by each kind of user,
-against the rule tables below, which state the admin's rules (core/admin_permissions.py):
+against the rule tables below, which state the admin's rules (core/admin/permissions.py):
 reading needs view, adding a crawl add, a state change change, a removal delete, all as an
 active staff user; superusers hold every permission. A refused call changes nothing in the
 database nor in DATA_DIR."""
@@ -20,9 +20,9 @@ from django.urls import reverse
 from archive.api import api
 from core import urls as core_urls
 from core.models import ApiToken, Snapshot
+from core.services.tokens import token_create
 from core.tests.test_removal import sealed_snapshot
 from core.tests.users import staff_with
-from core.tokens import token_create
 from crawls import urls as crawl_urls
 from crawls.models import Crawl
 from orchestrator.models import queue_held
@@ -281,7 +281,7 @@ READER_VIEWS = {
     "core:snapshot_file": {"snapshot_id": "{snapshot_id}", "path": "title/title.txt"},
 }
 # Open to anyone, on purpose: replay answers on its own host to a signed link (a capability,
-# core/replay.py) and never sees the app's session; the public keys are what verifies a
+# core/web/origins.py) and never sees the app's session; the public keys are what verifies a
 # snapshot's signature without Vellum.
 OPEN_VIEWS = {
     "core:replay_app",

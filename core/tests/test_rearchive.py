@@ -1,5 +1,6 @@
-"""Running a finished snapshot again: re-archive (core.services.snapshot_rearchive), retrying
-its failures (snapshot_retry_failed, ``manage.py retry``), and per-extractor attempt limits.
+"""Running a finished snapshot again: re-archive (core.services.snapshots.snapshot_rearchive),
+retrying its failures (snapshot_retry_failed, ``manage.py retry``), and per-extractor attempt
+limits.
 
 A re-archive keeps one result per extractor (the database constraint) and starts a new run on
 each; the earlier run's record stays in the result's ``history`` and its files move to
@@ -18,13 +19,18 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.finalize import verify_manifest
+from core.folder.manifest import verify_manifest
 from core.models import ArchiveResult, Snapshot
-from core.services import result_tick, snapshot_rearchive, snapshot_retry_failed, snapshot_tick
+from core.services.crawls import crawl_tick
+from core.services.snapshots import (
+    result_tick,
+    snapshot_rearchive,
+    snapshot_retry_failed,
+    snapshot_tick,
+)
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from crawls.services import crawl_tick
 
 pytestmark = pytest.mark.django_db
 

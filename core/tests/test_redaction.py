@@ -25,9 +25,9 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.redaction import REDACTED, redact, redact_command
 from core.extractors.scrubbing import redact_text, scrub_folder
-from core.finalize import INDEX_NAME
+from core.folder.manifest import INDEX_NAME
 from core.models import ArchiveResult, Snapshot
-from core.services import result_tick, snapshot_check_results, snapshot_start
+from core.services.snapshots import result_tick, snapshot_check_results, snapshot_start
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl

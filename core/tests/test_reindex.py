@@ -1,4 +1,4 @@
-"""``manage.py reindex`` (core/reindex.py): rebuild the index from the snapshot folders.
+"""``manage.py reindex`` (core/services/reindex.py): rebuild the index from the snapshot folders.
 
 Each test archives real pages from the live test site in this process (crawl, snapshot and
 result ticks), loses the database with ``flush`` (which also restarts the id sequences, as a new
@@ -23,15 +23,15 @@ from model_bakery import baker
 
 from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
-from core.finalize import INDEX_NAME, MANIFEST_NAME, sha256_file, write_manifest
-from core.indexfile import NO_MANIFEST, STALE_MANIFEST
+from core.folder.index_json import NO_MANIFEST, STALE_MANIFEST
+from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, sha256_file, write_manifest
 from core.models import ArchiveResult, Snapshot, Tag
-from core.reindex import archive_reindex
-from core.services import result_tick, snapshot_rearchive, snapshot_tick
+from core.services.crawls import crawl_create, crawl_tick
+from core.services.reindex import archive_reindex
+from core.services.snapshots import result_tick, snapshot_rearchive, snapshot_tick
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from crawls.services import crawl_create, crawl_tick
 
 # Real commits: reindex restores in transactions of its own, and PostgreSQL refuses to flush
 # (TRUNCATE) tables with foreign key checks still pending in a test-wide transaction.
@@ -507,7 +507,7 @@ def test_a_row_the_database_refuses_fails_alone(live_site: LiveSite, monkeypatch
     lose_the_database()
     copy = copy_folder(page2.pk, str(uuid.uuid4()))
     edit_index(copy, lambda doc: doc["snapshot"].update(id=copy.name))
-    monkeypatch.setattr("core.reindex._conflict", lambda *args: "")
+    monkeypatch.setattr("core.services.reindex._conflict", lambda *args: "")
 
     report = archive_reindex()
 

@@ -1,4 +1,4 @@
-"""Removing snapshots and crawls (core/removal.py, ``manage.py remove``): rows, folders, and
+"""Removing snapshots and crawls (core/services/removal.py, ``manage.py remove``): rows, folders, and
 the refusals while anything of them runs."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from django.utils import timezone
 from model_bakery import baker
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
-from core.fixity import snapshot_audit
 from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy, Tag
-from core.removal import RemovalRefused, crawl_remove, snapshot_remove
-from core.services import snapshot_check_results
+from core.services.crawls import crawl_hold
+from core.services.fixity import snapshot_audit
+from core.services.removal import RemovalRefused, crawl_remove, snapshot_remove
+from core.services.snapshots import snapshot_check_results
 from core.tests.test_services import finished_snapshot, make_crawl, make_result, make_snapshot
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from crawls.services import crawl_hold
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""Replay on a host of its own (core/replay.py): signed links, what the replay host serves and
+"""Replay on a host of its own (core/web/origins.py): signed links, what the replay host serves and
 refuses, one host per snapshot (or a cleared shared host), its Content-Security-Policy, cookies
 kept off it, and the snapshot page's link to it."""
 
@@ -15,9 +15,10 @@ from django.test import Client
 from model_bakery import baker
 
 from core.choices import SnapshotStatus
+from core.folder.wacz import WACZ_NAME
 from core.models import Snapshot
-from core.packaging import WACZ_NAME
-from core.replay import (
+from core.tests.users import staff_with
+from core.web.origins import (
     CONTAINMENT_CSP,
     TOKEN_SALT,
     ReplayLinkError,
@@ -25,7 +26,6 @@ from core.replay import (
     sign_link,
     snapshot_id_from_link,
 )
-from core.tests.users import staff_with
 from crawls.models import Crawl
 
 pytestmark = pytest.mark.django_db

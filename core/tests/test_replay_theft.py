@@ -134,7 +134,7 @@ def collector():
 
 def sealed_snapshot(url: str, html: bytes) -> Snapshot:
     """A sealed snapshot of ``url`` whose WACZ (made by py-wacz) holds ``html``."""
-    from core.packaging import build_wacz
+    from core.folder.wacz import build_wacz
     from core.tests.warc_folders import WARC_PATH, write_warc
 
     crawl = baker.make(Crawl, seeds=url)

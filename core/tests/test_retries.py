@@ -1,10 +1,10 @@
-"""Backoff after a temporary error (core/retries.py): exponential, jittered, bounded."""
+"""Backoff after a temporary error (orchestrator/retries.py): exponential, jittered, bounded."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.retries import backoff_delay
+from orchestrator.retries import backoff_delay
 
 SAMPLES = 200
 

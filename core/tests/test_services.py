@@ -1,4 +1,4 @@
-"""Snapshot and archive-result workflows (core/services.py), with the real extractors.
+"""Snapshot and archive-result workflows (core/services/snapshots.py), with the real extractors.
 
 Extractors run for real (curl, wget) against the live test site (core/tests/site.py); a second
 small server below serves what the live site cannot (paths in Latin-1).
@@ -22,10 +22,11 @@ from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
-from core.finalize import MANIFEST_NAME, read_manifest, verify_manifest
-from core.finalizing import snapshot_finalize
+from core.folder.manifest import MANIFEST_NAME, read_manifest, verify_manifest
+from core.folder.signing import key_fingerprint, public_key_pem, verify_signature
 from core.models import ArchiveResult, Snapshot
-from core.services import (
+from core.services.finalizing import snapshot_finalize
+from core.services.snapshots import (
     result_tick,
     snapshot_check_results,
     snapshot_queue_outlinks,
@@ -33,7 +34,6 @@ from core.services import (
     snapshot_tick,
     snapshot_wake,
 )
-from core.signing import key_fingerprint, public_key_pem, verify_signature
 from core.tests.site import PIXEL_PNG, RETRY_AFTER_SECONDS, LiveSite
 from core.tests.warcs import write_warc
 from crawls.choices import CrawlStatus

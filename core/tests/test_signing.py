@@ -1,4 +1,4 @@
-"""Manifest signatures (core/signing.py): the key pair, signing, verifying, and who can check them.
+"""Manifest signatures (core/folder/signing.py): the key pair, signing, verifying, and who can check them.
 
 Keys live in a fresh KEYS_DIR under ``tmp_path`` for every test. Concurrent key creation is
 checked with real processes racing on one fresh folder; the signature format is checked with the
@@ -26,8 +26,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from core import signing
-from core.finalize import MANIFEST_NAME, SIGNATURE_NAME, write_index, write_manifest
+from core.folder import signing
+from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, write_index, write_manifest
 
 OPENSSL = shutil.which("openssl")
 

@@ -1,5 +1,5 @@
-"""Copies of snapshot folders on storage targets (core/storage.py) and the system checks on
-STORAGE_TARGETS (core/storage_checks.py), against a local mirror folder and moto's S3 server."""
+"""Copies of snapshot folders on storage targets (core/folder/targets.py) and the system checks on
+STORAGE_TARGETS (core/checks.py), against a local mirror folder and moto's S3 server."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage
 
 from archive.testing import MotoS3Server, files_in
-from core.finalize import (
+from core.checks import check_storage_targets
+from core.folder.manifest import (
     MANIFEST_NAME,
     SIGNATURE_NAME,
     TEMP_PREFIX,
@@ -26,7 +27,7 @@ from core.finalize import (
     verify_manifest,
     write_manifest,
 )
-from core.storage import (
+from core.folder.targets import (
     TargetError,
     TargetUnavailable,
     delete_copy,
@@ -37,7 +38,6 @@ from core.storage import (
     upload_snapshot,
     verify_copy,
 )
-from core.storage_checks import check_storage_targets
 
 SNAPSHOT_ID = "01JAXV7Q5Z3M8W2N4R6T9YBCDE"
 WARC = "wget/warc/archive.warc.gz"

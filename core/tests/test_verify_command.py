@@ -24,7 +24,7 @@ from archive.testing import MotoS3Server, files_in
 from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
 from core.models import FixityCheck, Snapshot, StorageCopy
 from core.models.preservation import LOCAL
-from core.services import result_tick, snapshot_check_results
+from core.services.snapshots import result_tick, snapshot_check_results
 from core.tests.test_cli import manage
 from core.tests.test_fixity import (
     CORRUPTIONS,

@@ -1,4 +1,4 @@
-"""Serving snapshot files (core/views.py): staff only, sandboxed, never outside the folder."""
+"""Serving snapshot files (core/web/files.py): staff only, sandboxed, never outside the folder."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Users for tests of who may do what (core/permissions.py): staff with chosen permissions."""
+"""Users for tests of who may do what (core/web/permissions.py): staff with chosen permissions."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
-# Every permission the API, the add page and the crawl pages ask for (core/permissions.py).
+# Every permission the API, the add page and the crawl pages ask for (core/web/permissions.py).
 APP_LABELS = ("crawls", "core", "orchestrator")
 
 

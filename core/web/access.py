@@ -1,6 +1,6 @@
 """Who may read the archive in the browser: anyone when PUBLIC_ARCHIVE is on, else active staff
 users holding ``core.view_snapshot``, the permission the admin's snapshot list asks for
-(core/permissions.py). The pages and the snapshot files share this rule."""
+(core/web/permissions.py). The pages and the snapshot files share this rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import wraps
 
 from django.conf import settings
 
-from core.permissions import staff_permission_required
+from core.web.permissions import staff_permission_required
 
 READ_PERMISSION = "core.view_snapshot"
 

@@ -18,9 +18,9 @@ from django.http import (
 )
 from django.views.decorators.http import require_safe
 
-from core import signing
-from core.access import reader_required
+from core.folder import signing
 from core.models import Snapshot
+from core.web.access import reader_required
 
 logger = logging.getLogger(__name__)
 

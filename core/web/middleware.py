@@ -1,4 +1,4 @@
-"""Keep the replay host (core/replay.py) apart from the app: no cookies, no app pages."""
+"""Keep the replay host (core/web/origins.py) apart from the app: no cookies, no app pages."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from http.cookies import SimpleCookie
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotFound
 
-from core.replay import REPLAY_CSP, is_replay_request
+from core.web.origins import REPLAY_CSP, is_replay_request
 
 REPLAY_PATH_PREFIX = "/replay/"
 
 
 class ReplayHostMiddleware:
     """On the replay host, answer only ``/replay/...``, drop cookies both ways and give every
-    answer the replay host's Content-Security-Policy (core.replay.REPLAY_CSP: nothing loaded or
+    answer the replay host's Content-Security-Policy (core.web.origins.REPLAY_CSP: nothing loaded or
     reached beyond the replay origin) unless the view set a stricter one; on the app's hosts,
     refuse ``/replay/...`` so archived scripts never run on the app's origin.
 

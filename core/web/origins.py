@@ -22,7 +22,7 @@ in another tab could read a replay opened after it, which the wildcard host rule
 The replay host has no session: the snapshot page, which checks the reader, hands out a signed
 link (django.core.signing, salted, valid ``settings.REPLAY_LINK_MAX_AGE`` seconds) that names
 the snapshot; the replay host serves that snapshot's WACZ and ReplayWeb.page's own files, and
-nothing else (core/middleware.py keeps every other path off it). A link is a capability: whoever
+nothing else (core/web/middleware.py keeps every other path off it). A link is a capability: whoever
 holds it may replay and download that snapshot until it expires.
 """
 

@@ -1,5 +1,5 @@
 """The archive's own pages: the index of snapshots with full-text search, and one snapshot with
-every output it has (core/access.py says who may read them)."""
+every output it has (core/web/access.py says who may read them)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from core import search, signing
-from core.access import reader_required
-from core.admin_display import file_url, main_file_url
+from core.admin.display import file_url, main_file_url
 from core.choices import ResultStatus
 from core.extractors.registry import BY_NAME
-from core.finalize import MANIFEST_NAME, SIGNATURE_NAME, sha256_file
+from core.folder import signing
+from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, sha256_file
+from core.folder.wacz import WACZ_NAME
 from core.models import ArchiveResult, Snapshot
-from core.packaging import WACZ_NAME
-from core.replay import replay_url
+from core.services import search
+from core.web.access import reader_required
+from core.web.origins import replay_url
 
 PER_PAGE = 50
 # Outputs a snapshot page shows as images; the others are listed as links to their files
-# (archived HTML and PDFs open on their own, sandboxed: core/views.py).
+# (archived HTML and PDFs open on their own, sandboxed: core/web/files.py).
 IMAGE_EXTRACTORS = {"screenshot", "favicon"}
 
 
@@ -29,7 +30,7 @@ IMAGE_EXTRACTORS = {"screenshot", "favicon"}
 @reader_required
 def archive_index(request: HttpRequest) -> HttpResponse:
     """The snapshots, newest first, 50 a page; with ``?q=`` those matching every word, best
-    match first (core/search.py)."""
+    match first (core/services/search.py)."""
     query = request.GET.get("q", "").strip()
     if query:
         limit = search.MAX_RESULTS

@@ -2,7 +2,7 @@
 
 An active staff user (the admin's sign-in rule, django.contrib.admin.sites.AdminSite
 .has_permission) who holds the model permission the matching admin action needs
-(core/admin_permissions.py): reading a list or a record needs ``view_<model>``, adding a crawl
+(core/admin/permissions.py): reading a list or a record needs ``view_<model>``, adding a crawl
 ``crawls.add_crawl``, a state change (hold, release, retry, re-archive, the queue's hold)
 ``change_<model>``, a removal ``delete_<model>``. Superusers hold every permission. API tokens
 act as their user. The API (archive/api.py), the add page and the crawl pages
@@ -21,7 +21,7 @@ from django.urls import reverse
 from ninja import security
 from ninja.errors import AuthorizationError
 
-from core.tokens import token_user
+from core.services.tokens import token_user
 
 LOGIN_URL = "admin:login"
 
@@ -82,7 +82,7 @@ class _StaffCheck:
 
 
 class BearerToken(_StaffCheck, security.HttpBearer):
-    """``Authorization: Bearer <token>``: the token's user (core/tokens.py), who must be staff
+    """``Authorization: Bearer <token>``: the token's user (core/services/tokens.py), who must be staff
     with ``perm``."""
 
     def authenticate(self, request, token: str):

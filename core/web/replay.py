@@ -1,8 +1,8 @@
-"""The replay host's pages (core/replay.py): a snapshot's replay page, its WACZ, and
+"""The replay host's pages (core/web/origins.py): a snapshot's replay page, its WACZ, and
 ReplayWeb.page's own files. None of them reads a session: a signed link says which snapshot, and
-a per-snapshot replay host serves only its own snapshot's links. core/middleware.py adds the
-replay host's Content-Security-Policy (core.replay.REPLAY_CSP) to every answer; the worker adds
-core.replay.CONTAINMENT_CSP to the pages it answers itself."""
+a per-snapshot replay host serves only its own snapshot's links. core/web/middleware.py adds the
+replay host's Content-Security-Policy (core.web.origins.REPLAY_CSP) to every answer; the worker adds
+core.web.origins.CONTAINMENT_CSP to the pages it answers itself."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_safe
 
+from core.folder.wacz import WACZ_NAME
 from core.models import Snapshot
-from core.packaging import WACZ_NAME
-from core.replay import (
+from core.web.origins import (
     CLEAR_STORAGE,
     CONTAINMENT_CSP,
     WACZ_CSP,
@@ -46,7 +46,7 @@ def replay_page(request: HttpRequest, token: str) -> HttpResponse:
 
     Answers 404 for a forged or expired link, a link opened on another snapshot's replay host,
     and a snapshot without a WACZ. On a shared replay host the answer also clears the origin's
-    stored state (core/replay.py, "one snapshot at a time").
+    stored state (core/web/origins.py, "one snapshot at a time").
     """
     snapshot, problem = _linked_snapshot(request, token)
     if problem:
@@ -113,9 +113,9 @@ def replay_asset(request: HttpRequest, name: str) -> HttpResponse:
 @require_safe
 def replay_worker(request: HttpRequest) -> HttpResponse:
     """Return the replay host's service worker (templates/vellum/replay_sw.js): ReplayWeb.page's
-    worker, whose answers to pages, frames and workers also carry core.replay.CONTAINMENT_CSP.
+    worker, whose answers to pages, frames and workers also carry core.web.origins.CONTAINMENT_CSP.
 
-    The answer itself carries REPLAY_CSP too (core/middleware.py), which is the policy the
+    The answer itself carries REPLAY_CSP too (core/web/middleware.py), which is the policy the
     worker's own fetches obey: it loads WACZ files from the replay origin only.
     """
     response = render(

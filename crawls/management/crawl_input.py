@@ -8,8 +8,8 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
+from core.services.crawls import MAX_DEPTH
 from crawls.inputs import FORMATS
-from crawls.services import MAX_DEPTH
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 ARGUMENTS = "command line"  # the source name of URLs given as arguments

@@ -15,11 +15,11 @@ from django_fsm import TransitionNotAllowed
 from model_bakery import baker
 
 from archive.testing import LocalServer
+from core.services.crawls import crawl_create, crawl_hold, crawl_release
 from core.tests.site import LARGE_FILE_BYTES, LiveSite
 from crawls.choices import CrawlStatus
 from crawls.estimate import ESTIMATING, SeedSize, crawl_estimate, describe, seed_sizes, summarize
 from crawls.models import Crawl
-from crawls.services import crawl_create, crawl_hold, crawl_release
 from orchestrator.diskguard import disk_usage
 
 pytestmark = pytest.mark.django_db

@@ -13,10 +13,10 @@ from functools import cache
 
 import pytest
 
+from core.services.crawls import crawl_create
 from crawls.inputs import parse_seed_text
 from crawls.models import Crawl
 from crawls.seeds import MAX_URL_LENGTH, InputError, InvalidURL, normalize_url
-from crawls.services import crawl_create
 
 MiB = 1024**2
 

@@ -24,11 +24,11 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Snapshot
+from core.services.crawls import crawl_seal
 from core.tests.test_browser_extractors import unused_port
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.notifications import deliver_webhook
-from crawls.services import crawl_seal
 from crawls.tasks import webhook_send
 
 pytestmark = pytest.mark.django_db
@@ -308,7 +308,7 @@ def test_a_queue_that_cannot_be_reached_leaves_the_crawl_sealed(
     def unreachable(crawl_id: int) -> None:
         raise ConnectionError("redis is down")
 
-    monkeypatch.setattr("crawls.services.crawl_notify", unreachable)
+    monkeypatch.setattr("core.services.crawls.crawl_notify", unreachable)
     crawl = finished_crawl(notify_webhook="https://hooks.example/")
 
     with django_capture_on_commit_callbacks(execute=True):

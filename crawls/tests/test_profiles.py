@@ -17,13 +17,13 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
 from core.models import ArchiveResult, Snapshot
 from core.models.archive import STOPPED_PREFIX
-from core.services import snapshot_retry_failed
+from core.services.crawls import crawl_create, profile_save
+from core.services.snapshots import snapshot_retry_failed
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.models import Crawl, Profile
 from crawls.profiles import PlannedStep, default_steps, plan_steps
 from crawls.seeds import InputError
-from crawls.services import crawl_create, profile_save
 from orchestrator.claims import claim_next
 from orchestrator.work import work_types
 

@@ -13,10 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django_huey import get_queue
 
+from core.services.crawls import profile_save
+from core.services.schedules import schedule_create, schedule_run, schedules_run_due
 from crawls.models import Crawl, CrawlSchedule, cron_next
-from crawls.schedules import schedule_create, schedule_run, schedules_run_due
 from crawls.seeds import InputError
-from crawls.services import profile_save
 from crawls.tasks import schedules_run
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Crawl workflows (crawls/services.py): creating a crawl from input, and ticking it."""
+"""Crawl workflows (core/services/crawls.py): creating a crawl from input, and ticking it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot, Tag
+from core.services.crawls import crawl_create, crawl_seal, crawl_tick
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import InputError
-from crawls.services import crawl_create, crawl_seal, crawl_tick
 
 pytestmark = pytest.mark.django_db
 

@@ -38,7 +38,7 @@ from warcio.archiveiterator import ArchiveIterator
 from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
-from core.finalize import (
+from core.folder.manifest import (
     INDEX_NAME,
     MANIFEST_NAME,
     TEMP_PREFIX,
@@ -46,13 +46,13 @@ from core.finalize import (
     sha256_file,
     verify_manifest,
 )
+from core.folder.signing import verify_signature
+from core.folder.wacz import WACZ_NAME
 from core.models import ArchiveResult, Snapshot
-from core.packaging import WACZ_NAME
-from core.signing import verify_signature
+from core.services.crawls import crawl_create
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import normalize_url
-from crawls.services import crawl_create
 from orchestrator import claimlog
 from orchestrator.tests.many_pages import ManyPagesSite
 

@@ -17,9 +17,9 @@ from model_bakery import baker
 
 from core.choices import CopyStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot, StorageCopy
+from core.services.crawls import crawl_hold, crawl_release
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from crawls.services import crawl_hold, crawl_release
 from orchestrator.claimlog import read_events
 from orchestrator.claims import claim_next
 from orchestrator.models import QueueState, QueueStatus, queue_held

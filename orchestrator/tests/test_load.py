@@ -16,9 +16,9 @@ import pytest
 from django.db import connection
 
 from core.extractors.registry import default_profile
+from core.services.crawls import crawl_create
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from crawls.services import crawl_create
 from orchestrator import claimlog
 from orchestrator.tests.many_pages import ManyPagesSite
 from orchestrator.tests.test_fault_injection import (

@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 
 from archive.testing import child_pids, process_cmdline
-from core.finalize import read_manifest, verify_manifest
+from core.folder.manifest import read_manifest, verify_manifest
 from core.tests.site import LiveSite
 from crawls.seeds import normalize_url
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from archive.testing import MotoS3Server
-from core.packaging import WACZ_NAME, validate_wacz
+from core.folder.wacz import WACZ_NAME, validate_wacz
 from orchestrator.tests.test_full_profile import PYTHON_DOCS, DocsSite
 from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum, assert_folder_is_complete
 

@@ -1,6 +1,6 @@
-// Vellum's service worker on the replay host (core/replay.py): ReplayWeb.page's own worker
+// Vellum's service worker on the replay host (core/web/origins.py): ReplayWeb.page's own worker
 // (lib/rwp-sw.js, imported below), except that every page, frame and worker script it answers with
-// also carries Vellum's containment policy (core.replay.CONTAINMENT_CSP). ReplayWeb.page gives
+// also carries Vellum's containment policy (core.web.origins.CONTAINMENT_CSP). ReplayWeb.page gives
 // replayed pages a policy of its own that still lets them open WebSockets to any host, and its
 // app page none, so without this a replayed page could send what it reads elsewhere. A second
 // policy only ever narrows the first: the browser enforces both.

@@ -17,7 +17,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from core.export import (
+from core.management.database import require_migrated_database
+from core.services.export import (
     ExportError,
     ExportProgress,
     ExportReport,
@@ -26,7 +27,6 @@ from core.export import (
     export_wacz,
     select_snapshots,
 )
-from core.management.database import require_migrated_database
 
 
 class Command(BaseCommand):

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from archive.env import write_private
 from archive.privacy import make_private_dir, tighten_data_dir
-from core import signing
+from core.folder import signing
 
 
 class Command(BaseCommand):

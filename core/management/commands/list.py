@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from core.choices import SnapshotStatus
-from core.listing import COLUMNS, results_summary, snapshot_row, snapshots_for_listing
 from core.management.database import require_migrated_database
+from core.management.listing import COLUMNS, results_summary, snapshot_row, snapshots_for_listing
 
 
 class Command(BaseCommand):

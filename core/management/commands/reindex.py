@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from core.management.database import require_migrated_database
-from core.reindex import ReindexReport, archive_reindex
+from core.services.reindex import ReindexReport, archive_reindex
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.management.database import require_migrated_database
 from core.management.selection import parse_snapshot_ids
 from core.models import Snapshot
-from core.removal import RemovalRefused, crawl_remove, snapshot_remove
+from core.services.removal import RemovalRefused, crawl_remove, snapshot_remove
 from crawls.models import Crawl
 
 

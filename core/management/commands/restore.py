@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from core.choices import SnapshotStatus
-from core.fixity import RestoreError, snapshot_repair
 from core.management.database import require_migrated_database
 from core.management.selection import sealed_snapshots
 from core.models import Snapshot
+from core.services.fixity import RestoreError, snapshot_repair
 
 
 class Command(BaseCommand):

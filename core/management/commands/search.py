@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.choices import SnapshotStatus
 from core.management.database import require_migrated_database
 from core.models import Snapshot
-from core.search import search_snapshot_ids, search_words, snapshot_index_text
+from core.services.search import search_snapshot_ids, search_words, snapshot_index_text
 
 SHOWN = 50
 

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.management.database import require_migrated_database
 from core.models import ApiToken
-from core.tokens import token_create, token_revoke
+from core.services.tokens import token_create, token_revoke
 
 
 class Command(BaseCommand):

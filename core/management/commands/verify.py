@@ -1,4 +1,4 @@
-"""``manage.py verify``: the fixity audit on demand (core/fixity.py)."""
+"""``manage.py verify``: the fixity audit on demand (core/services/fixity.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.progress import track
 
 from core.choices import FixityOutcome, SnapshotStatus
-from core.fixity import snapshot_audit
 from core.management.database import require_migrated_database
 from core.management.selection import sealed_snapshots
 from core.models import Snapshot
+from core.services.fixity import snapshot_audit
 
 
 class Command(BaseCommand):

@@ -11,14 +11,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
-from core.management.crawl_input import add_crawl_arguments, crawl_keywords, read_crawl_input
 from core.management.database import require_migrated_database
 from core.models import StorageCopy
+from core.services.crawls import crawl_create
 from crawls.choices import CrawlStatus
 from crawls.estimate import ESTIMATING, crawl_estimate
 from crawls.estimate import describe as describe_estimate
+from crawls.management.crawl_input import add_crawl_arguments, crawl_keywords, read_crawl_input
 from crawls.seeds import InputError
-from crawls.services import crawl_create
 from orchestrator.display import CrawlProgress
 from orchestrator.logs import log_to_file
 from orchestrator.models import queue_held

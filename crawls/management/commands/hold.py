@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from core.management.holds import HoldCommand
+from core.services.crawls import crawl_hold
+from crawls.management.holds import HoldCommand
 from crawls.models import Crawl
-from crawls.services import crawl_hold
 from orchestrator.services import queue_hold
 
 

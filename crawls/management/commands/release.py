@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from core.management.holds import HoldCommand
+from core.services.crawls import crawl_release
 from crawls.choices import CrawlStatus
+from crawls.management.holds import HoldCommand
 from crawls.models import Crawl
-from crawls.services import crawl_release
 from orchestrator.services import queue_release
 
 

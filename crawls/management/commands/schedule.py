@@ -9,10 +9,10 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from core.management.crawl_input import add_crawl_arguments, crawl_keywords, read_crawl_input
 from core.management.database import require_migrated_database
+from core.services.schedules import schedule_create, schedule_remove, schedules_run_due
+from crawls.management.crawl_input import add_crawl_arguments, crawl_keywords, read_crawl_input
 from crawls.models import CrawlSchedule
-from crawls.schedules import schedule_create, schedule_remove, schedules_run_due
 from crawls.seeds import InputError
 
 

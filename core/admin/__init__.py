@@ -1,0 +1,4 @@
+"""The admin, as a package: Django's autodiscovery imports ``core.admin``, which registers the
+ModelAdmins of each module here."""
+
+from core.admin import snapshots  # noqa: F401  (registers the ModelAdmins)

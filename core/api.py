@@ -14,8 +14,8 @@ from ninja.pagination import paginate
 from archive.pagination import BoundedPageNumberPagination
 from core.folder.manifest import MANIFEST_NAME
 from core.models import ArchiveResult, Snapshot
+from core.services.rearchive import snapshot_rearchive, snapshot_retry_failed
 from core.services.removal import snapshot_remove
-from core.services.snapshots import snapshot_rearchive, snapshot_retry_failed
 from core.web.permissions import staff
 
 router = Router()

@@ -19,11 +19,12 @@ from core.admin.removal import remove_with_files
 from core.admin.transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
 from core.models import Snapshot
-from core.services.crawls import check_crawl_options, crawl_hold, crawl_release, describe_steps
+from core.services.crawls import check_crawl_options, crawl_hold, crawl_release
 from core.services.export import ExportError, select_snapshots
+from core.services.profiles import describe_steps
+from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
 from core.services.schedules import schedule_run_now
-from core.services.snapshots import snapshots_retry_failed
 from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
 from crawls.models import Crawl, CrawlSchedule, Profile, cron_next

@@ -12,8 +12,8 @@ from ninja.pagination import paginate
 from archive.pagination import BoundedPageNumberPagination
 from core.models import Snapshot
 from core.services.crawls import crawl_create, crawl_hold, crawl_release
+from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
-from core.services.snapshots import snapshots_retry_failed
 from core.web.permissions import staff
 from crawls.inputs import FORMATS
 from crawls.models import Crawl

@@ -48,7 +48,8 @@ def work_types() -> dict[str, WorkType]:
     from core.models import ArchiveResult, Snapshot, StorageCopy
     from core.services.copies import copy_tick
     from core.services.crawls import crawl_tick
-    from core.services.snapshots import result_tick, snapshot_tick
+    from core.services.results import result_tick
+    from core.services.snapshots import snapshot_tick
     from crawls.models import Crawl
 
     kinds = [

@@ -40,8 +40,8 @@ from core.models import (
 )
 from core.services.copies import copies_retry
 from core.services.fixity import RestoreError, snapshot_audit, snapshot_repair
+from core.services.rearchive import snapshot_rearchive, snapshot_retry_failed
 from core.services.removal import snapshot_remove
-from core.services.snapshots import snapshot_rearchive, snapshot_retry_failed
 from core.services.tokens import token_revoke
 
 FIXITY_CHECKS_SHOWN = 20  # on a snapshot's page; the fixity check list has them all

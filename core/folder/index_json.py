@@ -1,6 +1,7 @@
-"""Read one snapshot folder's ``index.json`` back into checked row values (for reindex).
+"""A snapshot folder's ``index.json``: its one writer, its one reader, and its version.
 
-``index.json`` is written by core.services.snapshots.snapshot_index; every value is type-checked
+``snapshot_index`` builds the document from the rows (finalizing writes it with ``write_index``);
+``read_folder`` reads it back into checked row values for reindex: every value is type-checked
 and run through the model field's own validators, so a damaged or foreign file becomes one readable
 InvalidIndex message instead of a bad row. The snapshot's state comes from its manifest.
 """
@@ -18,11 +19,19 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from core.choices import ResultStatus, SnapshotStatus
-from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, parse_manifest
+from core.extractors.redaction import redact_command
+from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, atomic_write, parse_manifest
+from core.folder.signing import key_fingerprint, public_key_pem
 from core.models import ArchiveResult, Snapshot, Tag
 from crawls.models import Crawl
 
-INDEX_VERSIONS = (1, 2, 3)  # 1: no crawl, result history or priority; 2: no refusals
+# The version written. Each earlier one is still read: 1 had no crawl, result history or priority;
+# 2 added the history ("history") and the crawl, but for its seeds: those are the depth-0
+# snapshots' URLs (each folder holding every seed would grow as seeds²); 3 added refusals. Later
+# additions (signing_key; crawl.input_report, snapshot.given) are optional keys, which a reader
+# of the same version ignores.
+INDEX_VERSION = 3
+INDEX_VERSIONS = tuple(range(1, INDEX_VERSION + 1))  # the versions read
 NO_MANIFEST = "reindexed without a manifest: finalizing never finished"
 STALE_MANIFEST = (
     "reindexed with a manifest that does not cover this index.json: finalizing never finished"
@@ -327,3 +336,69 @@ def _state_from_manifest(folder: Path, index_bytes: bytes) -> tuple[str, str, st
     if listed != hashlib.sha256(index_bytes).hexdigest():
         return SnapshotStatus.FAILED, STALE_MANIFEST, ""
     return SnapshotStatus.SEALED, "", hashlib.sha256(manifest).hexdigest()
+
+
+def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
+    """Return the ``index.json`` document: enough to rebuild the snapshot's rows (DESIGN.md §1),
+    and the public key that signs its manifest, so the folder can be checked on its own."""
+    crawl = snapshot.crawl
+    public_pem = public_key_pem()
+    return {
+        "vellum_index_version": INDEX_VERSION,
+        "crawl": {
+            "id": crawl.pk,
+            "depth": crawl.depth,
+            "any_host": crawl.any_host,
+            "priority": crawl.priority,
+            "tags": sorted(tag.name for tag in crawl.tags.all()),
+            "source_file": crawl.source_file,
+            "created_at": crawl.created_at.isoformat(),
+            "input_report": crawl.input_report,
+        },
+        "snapshot": {
+            "id": str(snapshot.pk),
+            "url": snapshot.url,
+            "title": snapshot.title,
+            "crawl_id": snapshot.crawl_id,
+            "depth": snapshot.depth,
+            "parent_id": str(snapshot.parent_id) if snapshot.parent_id else None,
+            "tags": sorted(tag.name for tag in snapshot.tags.all()),
+            "priority": snapshot.priority,
+            "created_at": snapshot.created_at.isoformat(),
+            "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
+            # The title and tags the crawl's input gave this seed URL, if any.
+            "given": crawl.seed_details.get(snapshot.url) if snapshot.depth == 0 else None,
+        },
+        "results": [_result_entry(result) for result in results],
+        "signing_key": {
+            "algorithm": "Ed25519",
+            "fingerprint": key_fingerprint(public_pem),
+            "public_key": public_pem,
+        },
+    }
+
+
+def _result_entry(result: ArchiveResult) -> dict:
+    return {
+        "extractor": result.extractor,
+        "status": result.status,
+        "attempts": result.attempts,
+        # A row recorded before redaction existed may still hold a credential: never publish it.
+        "cmd": redact_command(result.cmd),
+        "cmd_version": result.cmd_version,
+        "exit_code": result.exit_code,
+        "output": result.output,
+        "output_files": result.output_files,
+        "output_size": result.output_size,
+        "error": result.error,
+        "refused": result.refused,
+        "start_ts": result.start_ts.isoformat() if result.start_ts else None,
+        "end_ts": result.end_ts.isoformat() if result.end_ts else None,
+        "history": [{**run, "cmd": redact_command(run.get("cmd", []))} for run in result.history],
+    }
+
+
+def write_index(folder: Path, index: dict) -> None:
+    """Write ``index`` as ``folder/index.json`` (UTF-8, sorted keys, indented)."""
+    text = json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    atomic_write(folder / INDEX_NAME, text.encode() + b"\n")

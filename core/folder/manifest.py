@@ -9,7 +9,6 @@ folder with ``/`` separators, and CR, LF and % percent-encoded.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -40,12 +39,6 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
-
-
-def write_index(folder: Path, index: dict) -> None:
-    """Write ``index`` as ``folder/index.json`` (UTF-8, sorted keys, indented)."""
-    text = json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    atomic_write(folder / INDEX_NAME, text.encode() + b"\n")
 
 
 def sha256_file(path: Path) -> str:

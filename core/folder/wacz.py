@@ -10,8 +10,8 @@ compare pixel by pixel with a replay. Several snapshots go into one WACZ the sam
 (``package_wacz``), for a crawl export that another archive can load as one file.
 
 py-wacz runs in a child process (it prints to stdout, and importing it takes ~0.55 s): one worker
-per Vellum process, started on the first job and kept for the next (core/folder/pywacz_worker.py), in
-its own process group and killed on timeout. One job both creates the WACZ and runs py-wacz's
+per Vellum process, started on the first job and kept for the next (core/folder/pywacz_worker.py),
+in its own process group and killed on timeout. One job both creates the WACZ and runs py-wacz's
 own validator on it; with the imports done once, a typical page takes some 0.05 s. The WACZ is
 built in a temporary folder (``TEMP_PREFIX``) beside its destination and renamed into place only
 once it validates, so a half-written or invalid WACZ never takes the place of a good one.
@@ -370,8 +370,8 @@ def _shorten(text: str) -> str:
 
 
 def _run_wacz(commands: list[list[str]], staging: Path, timeout: float, stop: bool) -> dict:
-    """Run py-wacz ``commands`` in turn in this process's py-wacz worker (core/folder/pywacz_worker.py);
-    return ``{number: _Step}``.
+    """Run py-wacz ``commands`` in turn in this process's py-wacz worker
+    (core/folder/pywacz_worker.py); return ``{number: _Step}``.
 
     ``stop`` ends the run at the first failing command. py-wacz's temporary files go in
     ``staging``, on the data's file system rather than a possibly small /tmp. Raise

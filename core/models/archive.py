@@ -239,7 +239,7 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         """Archive the URL again (explicit request only); it is due at once.
 
         The caller moves the earlier outputs aside and re-queues the results in the same
-        transaction (core.services.snapshots.snapshot_rearchive).
+        transaction (core.services.rearchive.snapshot_rearchive).
         """
         self._run_again()
 

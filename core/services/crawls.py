@@ -17,12 +17,10 @@ from django_fsm import ConcurrentTransition
 from core.choices import ResultStatus, SnapshotStatus
 from core.folder.manifest import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
-from core.services.snapshots import snapshots_tag_like_crawl
-from crawls.choices import CrawlStatus, StepBehaviour
+from crawls.choices import CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import Crawl, Profile
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
-from crawls.profiles import PlannedStep
 from crawls.seeds import InputError, InvalidURL
 from crawls.tasks import crawl_notify
 
@@ -226,7 +224,7 @@ def crawl_seal(*, crawl: Crawl) -> bool:
 
     The crawl row is locked first and the guard checked again under the lock: a re-archive or a
     retry locks it too before it queues a snapshot of this crawl
-    (core.services.snapshots._reopen_crawl),
+    (core.services.rearchive._reopen_crawl),
     so the two never cross (on PostgreSQL's READ COMMITTED they otherwise could).
     """
     with transaction.atomic():
@@ -357,45 +355,13 @@ def _transition_crawl(crawl_id: int, transition) -> Crawl:
     raise ConcurrentTransition(f"crawl {crawl_id} kept changing; try again")
 
 
-# --- profiles ------------------------------------------------------------------------------------
-
-
-def profile_save(
-    *, name: str, steps: list, description: str = "", is_default: bool = False
-) -> Profile:
-    """Create the profile ``name``, or replace its steps; with ``is_default`` it becomes the
-    default (the earlier default no longer is). Return it.
-
-    Raises ValidationError (nothing saved) for an invalid name or steps (crawls/profiles.py).
-    """
-    with transaction.atomic():
-        profile = Profile.objects.select_for_update().filter(name=name).first() or Profile(
-            name=name
-        )
-        profile.steps = steps
-        profile.description = description or profile.description
-        profile.is_default = is_default or profile.is_default
-        if profile.is_default:
-            Profile.objects.filter(is_default=True).exclude(name=name).update(is_default=False)
-        profile.full_clean()
-        profile.save()
-    return profile
-
-
-def profile_remove(*, name: str) -> None:
-    """Delete the profile ``name``. Raises Profile.DoesNotExist, or ProtectedError while a
-    crawl names it (its record says which steps that crawl ran)."""
-    Profile.objects.get(name=name).delete()
-
-
-def describe_steps(steps: list[PlannedStep]) -> str:
-    """One line for people: ``wget [blocking] → title → readability (after dom)``."""
-    parts = []
-    for step in steps:
-        text = step.extractor
-        if step.behaviour != StepBehaviour.NONBLOCKING:
-            text += f" [{step.behaviour}]"
-        if step.depends_on:
-            text += f" (after {', '.join(step.depends_on)})"
-        parts.append(text)
-    return " → ".join(parts)
+def snapshots_tag_like_crawl(*, crawl: Crawl, snapshot_ids: list) -> None:
+    """Give the snapshots ``snapshot_ids`` every tag of ``crawl`` (tags they have are kept)."""
+    tag_ids = list(crawl.tags.values_list("pk", flat=True))
+    if not tag_ids or not snapshot_ids:
+        return
+    through = Snapshot.tags.through
+    through.objects.bulk_create(
+        [through(snapshot_id=pk, tag_id=tag) for pk in snapshot_ids for tag in tag_ids],
+        ignore_conflicts=True,
+    )

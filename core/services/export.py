@@ -27,13 +27,7 @@ import bagit
 from django.conf import settings
 
 from core.choices import SnapshotStatus
-from core.folder.manifest import (
-    TAG_FILES,
-    TEMP_PREFIX,
-    payload_files,
-    read_manifest,
-    sha256_file,
-)
+from core.folder.manifest import TAG_FILES, TEMP_PREFIX, payload_files, read_manifest, sha256_file
 from core.folder.wacz import (
     WACZ_NAME,
     PackagingError,

@@ -3,8 +3,8 @@
 The steps run in this order, each idempotent so that a crash part-way repeats it safely:
 
 1. clean up the working folders of attempts that crashed;
-2. check every succeeded result's outputs (core/folder/integrity.py); corrupt ones are removed and their
-   results go back to backoff, and the snapshot back to ``started`` to wait for them;
+2. check every succeeded result's outputs (core/folder/integrity.py); corrupt ones are removed
+   and their results go back to backoff, and the snapshot back to ``started`` to wait for them;
 3. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/folder/wacz.py);
 4. write ``index.json``, then ``manifest-sha256.txt`` over every file, then its Ed25519 signature
    (core/folder/signing.py);
@@ -25,15 +25,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.choices import ResultStatus
-from core.extractors.redaction import redact_command
 from core.extractors.registry import get_extractor
+from core.folder.index_json import snapshot_index, write_index
 from core.folder.integrity import check_snapshot
-from core.folder.manifest import TEMP_PREFIX, write_index, write_manifest
+from core.folder.manifest import TEMP_PREFIX, write_manifest
 from core.folder.signing import (
     SigningKeyError,
     ensure_signing_key,
-    key_fingerprint,
-    public_key_pem,
     sign_manifest,
 )
 from core.folder.wacz import PackagingError, build_wacz
@@ -46,11 +44,6 @@ from orchestrator.retries import LEASE_EXPIRED, backoff_delay
 
 logger = logging.getLogger(__name__)
 
-# 2: results carry their earlier runs ("history") and the crawl is described, but for its seeds:
-# those are the depth-0 snapshots' URLs (each folder holding every seed would grow as seeds²).
-# Later additions (signing_key; crawl.input_report, snapshot.given) are optional keys: a version
-# 2 reader ignores them.
-INDEX_VERSION = 3
 
 # What makes a finalizing step fail but may pass on a later attempt.
 RECOVERABLE = (OSError, ValueError, SigningKeyError)
@@ -187,66 +180,6 @@ def wake_crawl_if_done(snapshot: Snapshot) -> None:
         status=CrawlStatus.STARTED,
         retry_at__lte=now + timezone.timedelta(seconds=settings.POLL_INTERVAL),
     ).update(retry_at=now)
-
-
-def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
-    """Return the ``index.json`` document: enough to rebuild the snapshot's rows (DESIGN.md §1),
-    and the public key that signs its manifest, so the folder can be checked on its own."""
-    crawl = snapshot.crawl
-    public_pem = public_key_pem()
-    return {
-        "vellum_index_version": INDEX_VERSION,
-        "crawl": {
-            "id": crawl.pk,
-            "depth": crawl.depth,
-            "any_host": crawl.any_host,
-            "priority": crawl.priority,
-            "tags": sorted(tag.name for tag in crawl.tags.all()),
-            "source_file": crawl.source_file,
-            "created_at": crawl.created_at.isoformat(),
-            "input_report": crawl.input_report,
-        },
-        "snapshot": {
-            "id": str(snapshot.pk),
-            "url": snapshot.url,
-            "title": snapshot.title,
-            "crawl_id": snapshot.crawl_id,
-            "depth": snapshot.depth,
-            "parent_id": str(snapshot.parent_id) if snapshot.parent_id else None,
-            "tags": sorted(tag.name for tag in snapshot.tags.all()),
-            "priority": snapshot.priority,
-            "created_at": snapshot.created_at.isoformat(),
-            "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
-            # The title and tags the crawl's input gave this seed URL, if any.
-            "given": crawl.seed_details.get(snapshot.url) if snapshot.depth == 0 else None,
-        },
-        "results": [_result_entry(result) for result in results],
-        "signing_key": {
-            "algorithm": "Ed25519",
-            "fingerprint": key_fingerprint(public_pem),
-            "public_key": public_pem,
-        },
-    }
-
-
-def _result_entry(result: ArchiveResult) -> dict:
-    return {
-        "extractor": result.extractor,
-        "status": result.status,
-        "attempts": result.attempts,
-        # A row recorded before redaction existed may still hold a credential: never publish it.
-        "cmd": redact_command(result.cmd),
-        "cmd_version": result.cmd_version,
-        "exit_code": result.exit_code,
-        "output": result.output,
-        "output_files": result.output_files,
-        "output_size": result.output_size,
-        "error": result.error,
-        "refused": result.refused,
-        "start_ts": result.start_ts.isoformat() if result.start_ts else None,
-        "end_ts": result.end_ts.isoformat() if result.end_ts else None,
-        "history": [{**run, "cmd": redact_command(run.get("cmd", []))} for run in result.history],
-    }
 
 
 def _given_title(snapshot: Snapshot) -> str:

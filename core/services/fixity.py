@@ -8,9 +8,9 @@ A check of the local copy (``DATA_DIR/archive/<id>/``) finds it sound when:
 - every file it lists is present with the listed SHA-256, and no file is missing from it
   (RFC 8493 §3 asks the same of a bag's payload).
 
-A check of a storage copy reads every file back from the target (core/folder/targets.py). Each check is
-recorded as a FixityCheck row; a stored copy found damaged moves to ``damaged``. A damaged local
-folder is restored from a sound storage copy (``snapshot_restore``); a damaged storage copy is
+A check of a storage copy reads every file back from the target (core/folder/targets.py). Each
+check is recorded as a FixityCheck row; a stored copy found damaged moves to ``damaged``. A damaged
+local folder is restored from a sound storage copy (``snapshot_restore``); a damaged storage copy is
 copied again from the local folder (``copies_retry``).
 """
 

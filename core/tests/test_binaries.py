@@ -13,7 +13,7 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.binaries import binaries_report
 from core.extractors.registry import BY_NAME, get_extractor
 from core.models import ArchiveResult, Snapshot
-from core.services.snapshots import result_tick
+from core.services.results import result_tick
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from core.folder.index_json import write_index
 from core.folder.manifest import (
     MANIFEST_NAME,
     atomic_write,
@@ -20,7 +21,6 @@ from core.folder.manifest import (
     read_manifest,
     sha256_file,
     verify_manifest,
-    write_index,
     write_manifest,
 )
 

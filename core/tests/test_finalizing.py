@@ -1,5 +1,6 @@
-"""Finalizing's own paths (core/services/finalizing.py): corrupt outputs sent back, packaging failures,
-storage copies queued at sealing. The happy path and index.json are in test_services.py."""
+"""Finalizing's own paths (core/services/finalizing.py): corrupt outputs sent back, packaging
+failures, storage copies queued at sealing. The happy path and index.json are in
+test_services.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from core.folder.wacz import PackagingError
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.services import finalizing
 from core.services.copies import copies_queue, copy_tick
-from core.services.snapshots import result_tick, snapshot_check_results, snapshot_tick
+from core.services.results import result_tick
+from core.services.snapshots import snapshot_check_results, snapshot_tick
 from core.tests.test_services import finished_snapshot, make_result, make_snapshot
 from core.tests.warcs import write_warc
 

@@ -26,12 +26,12 @@ from django.utils import timezone
 
 from archive.testing import MotoS3Server, files_in
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
+from core.folder.index_json import write_index
 from core.folder.manifest import (
     INDEX_NAME,
     MANIFEST_NAME,
     SIGNATURE_NAME,
     read_manifest,
-    write_index,
     write_manifest,
 )
 from core.folder.signing import key_fingerprint
@@ -46,7 +46,8 @@ from core.services.fixity import (
     snapshot_audit,
     snapshot_restore,
 )
-from core.services.snapshots import result_tick, snapshot_check_results
+from core.services.results import result_tick
+from core.services.snapshots import snapshot_check_results
 from core.tasks import fixity_audit
 from core.tests.test_services import make_result, make_snapshot
 from core.tests.test_storage import use_targets

@@ -41,7 +41,7 @@ from core.extractors.errors import Outcome
 from core.extractors.fetch import fetch
 from core.extractors.registry import BY_NAME, get_extractor
 from core.models import ArchiveResult, Snapshot
-from core.services.snapshots import result_tick
+from core.services.results import result_tick
 from core.tests.hostile_site import HUGE_BYTES, HostileSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl

@@ -1,4 +1,4 @@
-"""Running a finished snapshot again: re-archive (core.services.snapshots.snapshot_rearchive),
+"""Running a finished snapshot again: re-archive (core.services.rearchive.snapshot_rearchive),
 retrying its failures (snapshot_retry_failed, ``manage.py retry``), and per-extractor attempt
 limits.
 
@@ -22,12 +22,9 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.folder.manifest import verify_manifest
 from core.models import ArchiveResult, Snapshot
 from core.services.crawls import crawl_tick
-from core.services.snapshots import (
-    result_tick,
-    snapshot_rearchive,
-    snapshot_retry_failed,
-    snapshot_tick,
-)
+from core.services.rearchive import snapshot_rearchive, snapshot_retry_failed
+from core.services.results import result_tick
+from core.services.snapshots import snapshot_tick
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl

@@ -27,7 +27,8 @@ from core.extractors.redaction import REDACTED, redact, redact_command
 from core.extractors.scrubbing import redact_text, scrub_folder
 from core.folder.manifest import INDEX_NAME
 from core.models import ArchiveResult, Snapshot
-from core.services.snapshots import result_tick, snapshot_check_results, snapshot_start
+from core.services.results import result_tick
+from core.services.snapshots import snapshot_check_results, snapshot_start
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl

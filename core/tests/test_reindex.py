@@ -27,8 +27,10 @@ from core.folder.index_json import NO_MANIFEST, STALE_MANIFEST
 from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, sha256_file, write_manifest
 from core.models import ArchiveResult, Snapshot, Tag
 from core.services.crawls import crawl_create, crawl_tick
+from core.services.rearchive import snapshot_rearchive
 from core.services.reindex import archive_reindex
-from core.services.snapshots import result_tick, snapshot_rearchive, snapshot_tick
+from core.services.results import result_tick
+from core.services.snapshots import snapshot_tick
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl

@@ -1,5 +1,5 @@
-"""Removing snapshots and crawls (core/services/removal.py, ``manage.py remove``): rows, folders, and
-the refusals while anything of them runs."""
+"""Removing snapshots and crawls (core/services/removal.py, ``manage.py remove``): rows, folders,
+and the refusals while anything of them runs."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from core.folder.manifest import MANIFEST_NAME, read_manifest, verify_manifest
 from core.folder.signing import key_fingerprint, public_key_pem, verify_signature
 from core.models import ArchiveResult, Snapshot
 from core.services.finalizing import snapshot_finalize
+from core.services.results import result_tick
 from core.services.snapshots import (
-    result_tick,
     snapshot_check_results,
     snapshot_queue_outlinks,
     snapshot_start,

@@ -1,4 +1,5 @@
-"""Manifest signatures (core/folder/signing.py): the key pair, signing, verifying, and who can check them.
+"""Manifest signatures (core/folder/signing.py): the key pair, signing, verifying, and who can check
+them.
 
 Keys live in a fresh KEYS_DIR under ``tmp_path`` for every test. Concurrent key creation is
 checked with real processes racing on one fresh folder; the signature format is checked with the
@@ -27,7 +28,8 @@ from django.test import Client
 from django.urls import reverse
 
 from core.folder import signing
-from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, write_index, write_manifest
+from core.folder.index_json import write_index
+from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, write_manifest
 
 OPENSSL = shutil.which("openssl")
 

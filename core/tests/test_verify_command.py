@@ -24,7 +24,8 @@ from archive.testing import MotoS3Server, files_in
 from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
 from core.models import FixityCheck, Snapshot, StorageCopy
 from core.models.preservation import LOCAL
-from core.services.snapshots import result_tick, snapshot_check_results
+from core.services.results import result_tick
+from core.services.snapshots import snapshot_check_results
 from core.tests.test_cli import manage
 from core.tests.test_fixity import (
     CORRUPTIONS,

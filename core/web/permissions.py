@@ -82,8 +82,8 @@ class _StaffCheck:
 
 
 class BearerToken(_StaffCheck, security.HttpBearer):
-    """``Authorization: Bearer <token>``: the token's user (core/services/tokens.py), who must be staff
-    with ``perm``."""
+    """``Authorization: Bearer <token>``: the token's user (core/services/tokens.py), who must be
+    staff with ``perm``."""
 
     def authenticate(self, request, token: str):
         user = token_user(token)

@@ -17,8 +17,9 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
 from core.models import ArchiveResult, Snapshot
 from core.models.archive import STOPPED_PREFIX
-from core.services.crawls import crawl_create, profile_save
-from core.services.snapshots import snapshot_retry_failed
+from core.services.crawls import crawl_create
+from core.services.profiles import profile_save
+from core.services.rearchive import snapshot_retry_failed
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.models import Crawl, Profile

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_huey import get_queue
 
-from core.services.crawls import profile_save
+from core.services.profiles import profile_save
 from core.services.schedules import schedule_create, schedule_run, schedules_run_due
 from crawls.models import Crawl, CrawlSchedule, cron_next
 from crawls.seeds import InputError

@@ -12,7 +12,7 @@ from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot
-from core.services.crawls import profile_save
+from core.services.profiles import profile_save
 from core.tests.users import staff_with
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl

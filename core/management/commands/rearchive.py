@@ -8,7 +8,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from core.management.database import require_migrated_database
 from core.management.selection import parse_snapshot_ids
 from core.models import Snapshot
-from core.services.snapshots import snapshot_rearchive
+from core.services.rearchive import snapshot_rearchive
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ from core.extractors.registry import BY_NAME
 from core.management.database import require_migrated_database
 from core.management.selection import parse_snapshot_ids
 from core.models import Snapshot
-from core.services.snapshots import snapshot_retry_failed
+from core.services.rearchive import snapshot_retry_failed
 
 
 class Command(BaseCommand):

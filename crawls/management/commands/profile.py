@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import ProtectedError
 
 from core.management.database import require_migrated_database
-from core.services.crawls import describe_steps, profile_remove, profile_save
+from core.services.profiles import describe_steps, profile_remove, profile_save
 from crawls.models import Profile
 from crawls.profiles import default_steps
 

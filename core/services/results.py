@@ -1,0 +1,202 @@
+"""Workflows over archive results (DESIGN.md §2): run one extractor on one snapshot, record
+what it left, and back off or fail it."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from django.db import transaction
+from django_fsm import ConcurrentTransition
+
+from core.choices import ResultStatus
+from core.extractors.base import ExtractorOutput
+from core.extractors.errors import Outcome
+from core.extractors.process import CommandCancelled
+from core.extractors.registry import get_extractor
+from core.extractors.scrubbing import scrub_folder
+from core.folder.manifest import TEMP_PREFIX
+from core.models import ArchiveResult, Snapshot
+from core.services.snapshots import snapshot_queue_outlinks, snapshot_wake
+from crawls.choices import StepBehaviour
+from orchestrator.retries import LEASE_EXPIRED, backoff_delay
+
+logger = logging.getLogger(__name__)
+
+
+def result_tick(*, result: ArchiveResult) -> None:
+    """Run one attempt of ``result``'s extractor and record how it went.
+
+    A result claimed while still ``started`` was left by a worker that died (its lease ran out):
+    that attempt is counted as a temporary failure before anything runs again. When the result
+    ends final and it was the snapshot's last one to do, the snapshot is woken.
+    """
+    try:
+        _result_attempt(result)
+    finally:
+        if result.status == ResultStatus.FAILED and result.behaviour == StepBehaviour.BLOCKING:
+            result_stop_remaining(result=result)
+        if result.status in ResultStatus.final() and result.snapshot.all_results_final():
+            snapshot_wake(snapshot_id=result.snapshot_id)
+
+
+def result_stop_remaining(*, result: ArchiveResult) -> int:
+    """Stop the snapshot's results that have not run yet, but ``finally`` steps, after the
+    blocking step ``result`` failed; return how many.
+
+    A result another actor is running at that moment finishes on its own (it is under lease).
+    """
+    remaining = (
+        result.snapshot.results.filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF])
+        .exclude(behaviour=StepBehaviour.FINALLY)
+        .exclude(pk=result.pk)
+    )
+    stopped = 0
+    for other in remaining:
+        try:
+            with transaction.atomic():
+                other.stop(blocking=result.extractor, error=result.error)
+                other.save()
+            stopped += 1
+        except ConcurrentTransition:
+            continue  # claimed meanwhile: it runs, and its outcome is recorded as usual
+    logger.info(
+        "snapshot %s: %s failed, %d steps stopped", result.snapshot_id, result.extractor, stopped
+    )
+    return stopped
+
+
+def _result_attempt(result: ArchiveResult) -> None:
+    if result.status == ResultStatus.STARTED:
+        result_recover(result=result)
+        return
+    extractor = get_extractor(result.extractor)
+    snapshot = result.snapshot
+    try:
+        with transaction.atomic():
+            result.start()
+            result.save()
+    except ConcurrentTransition:  # stopped by a failed blocking step since it was claimed
+        result.refresh_from_db()
+        logger.info("%s of %s changed before it started", result.extractor, snapshot.pk)
+        return
+    applies, reason = extractor.should_run(snapshot)
+    if not applies:
+        with transaction.atomic():
+            result.skip(reason=reason)
+            result.save()
+        return
+    work_dir = snapshot.output_dir / f"{TEMP_PREFIX}{extractor.name}-{result.attempts}"
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    try:
+        output = _run_extractor(extractor, snapshot, work_dir)
+        result_record(result=result, output=output, work_dir=work_dir)
+    except CommandCancelled as cancelled:
+        result_record(
+            result=result,
+            output=ExtractorOutput(outcome=Outcome.TEMPORARY, error=f"interrupted: {cancelled}"),
+            work_dir=work_dir,
+        )
+        raise
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOutput:
+    """Call ``extractor.run``, turning an unexpected exception into a recorded outcome.
+
+    Whatever way it ends, the credentials in the extractor's arguments are then scrubbed from
+    the files it wrote (its tool's logs and WARCs, core/extractors/scrubbing.py) before they
+    are kept, moved into place or checksummed.
+    """
+    try:
+        return extractor.run(snapshot, work_dir)
+    except CommandCancelled:
+        raise
+    except OSError as error:  # disk full, permissions, a binary that vanished: may pass
+        logger.warning("%s on %s: %s", extractor.name, snapshot.url, error)
+        return ExtractorOutput(outcome=Outcome.TEMPORARY, error=f"{type(error).__name__}: {error}")
+    except Exception as error:
+        logger.exception("%s crashed on %s", extractor.name, snapshot.url)
+        return ExtractorOutput(
+            outcome=Outcome.FATAL, error=f"internal error: {type(error).__name__}: {error}"
+        )
+    finally:
+        scrub_folder(work_dir, extractor.arguments, tool=next(iter(extractor.binaries), None))
+
+
+def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: Path) -> None:
+    """Transition ``result`` by ``output.outcome``; on success, move ``work_dir`` into place."""
+    snapshot = result.snapshot
+    if output.outcome is Outcome.SUCCEEDED:
+        files, size = _move_into_place(work_dir, snapshot.output_dir / result.extractor)
+        with transaction.atomic():
+            result.succeed(output=output, files=files, size=size)
+            result.save()
+            if "outlinks" in output.facts:
+                snapshot_queue_outlinks(snapshot=snapshot, urls=output.facts["outlinks"])
+        return
+    _keep_logs(work_dir, snapshot.output_dir / "logs", f"{result.extractor}.{result.attempts}")
+    with transaction.atomic():
+        if output.outcome is Outcome.SKIPPED:
+            result.skip(reason=output.error, output=output)
+        elif output.outcome is Outcome.FATAL:
+            result.fail(error=output.error, output=output)
+        else:
+            _retry_or_fail(result, output.error, output=output, retry_after=output.retry_after)
+        result.save()
+
+
+def result_recover(*, result: ArchiveResult) -> None:
+    """Count the attempt of a result whose worker died, then back off or fail it."""
+    with transaction.atomic():
+        _retry_or_fail(result, LEASE_EXPIRED)
+        result.save()
+    logger.warning("recovered %s of %s: %s", result.extractor, result.snapshot_id, LEASE_EXPIRED)
+
+
+def _retry_or_fail(
+    result: ArchiveResult,
+    error: str,
+    *,
+    output: ExtractorOutput | None = None,
+    retry_after: float | None = None,
+) -> None:
+    """A temporary error: back off for another attempt, or fail once the extractor's
+    ``max_attempts`` (settings.MAX_ATTEMPTS unless EXTRACTOR_OPTIONS says) are used."""
+    if result.attempts >= get_extractor(result.extractor).max_attempts:
+        result.fail(error=f"attempts exhausted ({result.attempts}): {error}", output=output)
+    else:
+        delay = backoff_delay(result.attempts, retry_after)
+        result.back_off(error=error, delay=delay, output=output)
+
+
+def _move_into_place(work_dir: Path, final_dir: Path) -> tuple[list[str], int]:
+    """Replace ``final_dir`` with ``work_dir``; return its files (relative to the snapshot
+    folder, sorted) and their total size in bytes."""
+    if final_dir.exists():
+        stale = final_dir.with_name(f"{TEMP_PREFIX}old-{final_dir.name}")
+        shutil.rmtree(stale, ignore_errors=True)
+        final_dir.rename(stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    work_dir.rename(final_dir)
+    snapshot_dir = final_dir.parent
+    paths = sorted(p for p in final_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    files = [p.relative_to(snapshot_dir).as_posix() for p in paths]
+    return files, sum(p.stat().st_size for p in paths)
+
+
+def _keep_logs(work_dir: Path, logs_dir: Path, stem: str) -> None:
+    """Keep an unsuccessful attempt's command logs as ``logs/<extractor>.<attempt>.log``."""
+    for index, log in enumerate(sorted(work_dir.glob("*.log"))):
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        suffix = f"-{index}" if index else ""
+        target = logs_dir / f"{stem}{suffix}.log"
+        # A retried result counts its attempts from 1 again: keep the earlier run's log too.
+        retry = 1
+        while target.exists():
+            retry += 1
+            target = logs_dir / f"{stem}{suffix}.run{retry}.log"
+        shutil.move(str(log), target)

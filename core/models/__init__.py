@@ -1,15 +1,10 @@
 """Core models: what was archived (snapshots, results, tags) and the proofs that keep it
 (storage copies, fixity checks), and the API tokens that reach them."""
 
-from core.models.archive import (
-    ArchiveResult,
-    ArchiveResultQuerySet,
-    Snapshot,
-    SnapshotQuerySet,
-    Tag,
-)
 from core.models.preservation import FixityCheck, StorageCopy, StorageCopyQuerySet
+from core.models.results import ArchiveResult, ArchiveResultQuerySet
 from core.models.search import SnapshotText
+from core.models.snapshots import Snapshot, SnapshotQuerySet, Tag
 from core.models.tokens import ApiToken
 
 __all__ = [

@@ -12,7 +12,7 @@ from core.choices import ResultStatus
 from core.folder.manifest import INDEX_NAME
 from core.folder.wacz import WACZ_NAME
 from core.models import Snapshot, SnapshotQuerySet
-from core.models.archive import STOPPED_PREFIX
+from core.models.results import STOPPED_PREFIX
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 

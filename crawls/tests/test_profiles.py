@@ -16,7 +16,7 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
 from core.models import ArchiveResult, Snapshot
-from core.models.archive import STOPPED_PREFIX
+from core.models.results import STOPPED_PREFIX
 from core.services.crawls import crawl_create
 from core.services.profiles import profile_save
 from core.services.rearchive import snapshot_retry_failed

@@ -1,0 +1,252 @@
+"""Snapshots (one URL in one crawl) and the tags people give them."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+from core.choices import ResultStatus, SnapshotStatus
+from crawls.choices import CrawlStatus, StepBehaviour
+from orchestrator.diskguard import disk_held
+from orchestrator.models import WorkItem, WorkQuerySet
+
+if TYPE_CHECKING:
+    from core.models.results import ArchiveResult
+
+
+class Tag(models.Model):
+    """A label a person gives to crawls and their snapshots (``add --tag``)."""
+
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SnapshotQuerySet(WorkQuerySet):
+    ACTIVE_STATES = SnapshotStatus.active()
+
+    def runnable(self) -> SnapshotQuerySet:
+        """Active snapshots of crawls that are not held."""
+        return super().runnable().exclude(crawl__status=CrawlStatus.HELD)
+
+    def claimable(self, now=None) -> SnapshotQuerySet:
+        """Due snapshots, but queued ones only while fewer than MAX_STARTED_SNAPSHOTS are started
+        and the disk guard is open (orchestrator/diskguard.py).
+
+        The window keeps a crawl's frontier small: result actors always have work, started
+        snapshots finish in order, and few of them poll for their results at a time. It is a
+        soft limit (two actors may both start one at the edge).
+        """
+        due = self.due(now)
+        if disk_held():
+            return due.exclude(status=SnapshotStatus.QUEUED)
+        # Started snapshots of held crawls do not count: they would block every other crawl.
+        started = Snapshot.objects.runnable().filter(status=SnapshotStatus.STARTED).count()
+        if started >= settings.MAX_STARTED_SNAPSHOTS:
+            return due.exclude(status=SnapshotStatus.QUEUED)
+        return due
+
+    def final(self) -> SnapshotQuerySet:
+        return self.filter(status__in=SnapshotStatus.final())
+
+    def for_crawl(self, crawl) -> SnapshotQuerySet:
+        return self.filter(crawl=crawl)
+
+    def flagged(self) -> SnapshotQuerySet:
+        """Snapshots whose latest conclusive fixity check of some copy found it damaged."""
+        from core.models.preservation import FixityCheck
+
+        damaged = FixityCheck.objects.flagged().filter(snapshot=OuterRef("pk"))
+        return self.filter(Exists(damaged))
+
+    def unchecked(self) -> SnapshotQuerySet:
+        """Sealed snapshots that no fixity check has read conclusively, at any location."""
+        from core.models.preservation import FixityCheck
+
+        conclusive = FixityCheck.objects.conclusive().filter(snapshot=OuterRef("pk"))
+        return self.filter(status=SnapshotStatus.SEALED).exclude(Exists(conclusive))
+
+    def audit_due(self, checked_before) -> SnapshotQuerySet:
+        """Sealed snapshots with no conclusive check of their local copy since ``checked_before``
+        (a datetime), the earliest sealed first."""
+        from core.models.preservation import LOCAL, FixityCheck
+
+        recent = FixityCheck.objects.conclusive().filter(
+            snapshot=OuterRef("pk"), location=LOCAL, checked_at__gte=checked_before
+        )
+        return (
+            self.filter(status=SnapshotStatus.SEALED)
+            .exclude(Exists(recent))
+            .order_by("end_ts", "pk")
+        )
+
+    def with_failures(self) -> SnapshotQuerySet:
+        """Final snapshots that failed, or that have a failed result (what ``retry`` retries)."""
+        failed = models.Q(status=SnapshotStatus.FAILED) | models.Q(
+            status=SnapshotStatus.SEALED, results__status=ResultStatus.FAILED
+        )
+        return self.filter(failed).distinct()
+
+
+class Snapshot(ConcurrentTransitionMixin, WorkItem):
+    """One URL archived within one crawl, with its folder ``DATA_DIR/archive/<id>/``.
+
+    ``queued → started`` creates one ArchiveResult per extractor; ``started → finalizing`` when all
+    of them are final; finalizing checks their outputs (``finalizing → started`` again when some
+    were corrupt), packages the WARCs as WACZ, writes ``index.json``, the manifest and its
+    signature, and seals it (core/services/finalizing.py).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    crawl = models.ForeignKey("crawls.Crawl", on_delete=models.CASCADE, related_name="snapshots")
+    url = models.URLField(max_length=2048, help_text="Normalized URL (see crawls/seeds.py).")
+    depth = models.PositiveSmallIntegerField(default=0, help_text="Links followed from a seed.")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    title = models.CharField(max_length=512, blank=True)
+    tags = models.ManyToManyField(Tag, blank=True, related_name="snapshots")
+    status = FSMField(
+        default=SnapshotStatus.QUEUED, choices=SnapshotStatus.choices, protected=True, db_index=True
+    )
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Finalizing attempts.")
+    error = models.TextField(blank=True, help_text="Why finalizing failed or is being retried.")
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+    signed_by = models.CharField(
+        max_length=71, blank=True, help_text="Fingerprint of the key that signed the manifest."
+    )
+
+    objects = SnapshotQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["crawl", "url"], name="unique_snapshot_url_per_crawl")
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def output_dir(self) -> Path:
+        """The snapshot's folder: ``DATA_DIR/archive/<id>/``."""
+        return settings.ARCHIVE_DIR / str(self.pk)
+
+    # --- guards (pure) ------------------------------------------------------------------------
+
+    def all_results_final(self) -> bool:
+        """True when every ArchiveResult of this snapshot is succeeded, failed or skipped."""
+        return not self.results.active().exists()
+
+    def failed_blocking_result(self) -> ArchiveResult | None:
+        """The first failed result of a blocking step of this snapshot, or None."""
+        return (
+            self.results.filter(status=ResultStatus.FAILED, behaviour=StepBehaviour.BLOCKING)
+            .order_by("pk")
+            .first()
+        )
+
+    # --- transitions ----------------------------------------------------------------------------
+
+    @transition(field=status, source=SnapshotStatus.QUEUED, target=SnapshotStatus.STARTED)
+    def start(self) -> None:
+        """Begin archiving; the caller creates the results in the same transaction."""
+        self.start_ts = timezone.now()
+        self.end_ts = None
+
+    @transition(
+        field=status,
+        source=SnapshotStatus.STARTED,
+        target=SnapshotStatus.FINALIZING,
+        conditions=[all_results_final],
+    )
+    def finish(self) -> None:
+        """Every extractor is done: move on to the post-processing steps."""
+        self.attempts = 0
+
+    @transition(
+        field=status,
+        source=SnapshotStatus.STARTED,
+        target=SnapshotStatus.FAILED,
+        conditions=[all_results_final],
+    )
+    def abandon(self, *, error: str) -> None:
+        """A blocking step failed and every result is final: the snapshot fails without
+        finalizing, its outputs left in place for ``retry`` (crawls/profiles.py)."""
+        self.error = error
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FINALIZING)
+    def begin_finalizing(self) -> None:
+        """Count one finalizing attempt before it runs, so a worker that dies mid-way uses it up."""
+        self.attempts += 1
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FINALIZING)
+    def retry_finalizing(self, *, error: str, delay: float) -> None:
+        """Record a recoverable finalizing error and try again after ``delay`` seconds."""
+        self.error = error
+        self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.STARTED)
+    def reopen(self, *, error: str, delay: float) -> None:
+        """Some outputs failed the integrity check and their results went back to backoff: wait
+        for them again (``delay`` seconds before the next look)."""
+        self.error = error
+        self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.SEALED)
+    def seal(self, *, manifest_sha256: str, signed_by: str) -> None:
+        """The folder is complete, its manifest written and signed: the snapshot is final."""
+        self.manifest_sha256 = manifest_sha256
+        self.signed_by = signed_by
+        self.error = ""
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FAILED)
+    def fail(self, *, error: str) -> None:
+        """Finalizing failed past the attempt limit: the snapshot is final, with its reason."""
+        self.error = error
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
+    @transition(
+        field=status,
+        source=[SnapshotStatus.SEALED, SnapshotStatus.FAILED],
+        target=SnapshotStatus.STARTED,
+    )
+    def retry_failed(self) -> None:
+        """Run what failed again (explicit request only): the caller re-queues the failed
+        results in the same transaction; finalizing follows once they are final."""
+        self._run_again()
+
+    @transition(
+        field=status,
+        source=[SnapshotStatus.SEALED, SnapshotStatus.FAILED],
+        target=SnapshotStatus.QUEUED,
+    )
+    def rearchive(self) -> None:
+        """Archive the URL again (explicit request only); it is due at once.
+
+        The caller moves the earlier outputs aside and re-queues the results in the same
+        transaction (core.services.rearchive.snapshot_rearchive).
+        """
+        self._run_again()
+
+    def _run_again(self) -> None:
+        self.attempts = 0
+        self.error = ""
+        self.retry_at = timezone.now()
+        self.end_ts = None

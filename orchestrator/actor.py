@@ -17,8 +17,7 @@ from datetime import datetime
 
 from django.db import DatabaseError, close_old_connections
 
-from core.extractors.browser import close_shared_browser
-from core.extractors.process import CommandCancelled, cancel_requested
+from core.extractors.process import CommandCancelled, cancel_requested, run_shutdown_hooks
 from orchestrator import claimlog
 from orchestrator.claims import claim_next
 from orchestrator.work import WorkType
@@ -114,9 +113,9 @@ class Actor:
         return self.max_records is not None and self.done >= self.max_records
 
     def shutdown(self) -> None:
-        """Stop this actor's browser, if it started one, close the database connection and log
-        the count."""
-        close_shared_browser()
+        """Run the shutdown hooks extractors registered (the shared browser stops, if this actor
+        started one), close the database connection and log the count."""
+        run_shutdown_hooks()
         close_old_connections()
         logger.info(
             "actor %s exits after %d records (pid %d)", self.kind.name, self.done, os.getpid()

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, TypeVar
 from django.conf import settings
 
 from core.extractors.egress import EgressProxy
-from core.extractors.process import find_binary
+from core.extractors.process import find_binary, on_shutdown
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -393,8 +393,9 @@ def shared_browser() -> Browser:
     return _shared
 
 
+@on_shutdown
 def close_shared_browser() -> None:
-    """Stop this process's browser, if it runs (the actor calls this on exit)."""
+    """Stop this process's browser, if it runs (run when the actor stops, and at exit)."""
     global _shared
     browser, _shared = _shared, None
     if browser is not None:

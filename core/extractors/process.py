@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +34,9 @@ from core.extractors.redaction import redact_command
 
 # Set by the actor's signal handler; a running command is killed at the next poll.
 cancel_requested = threading.Event()
+
+logger = logging.getLogger(__name__)
+_shutdown_hooks: list[Callable[[], None]] = []
 
 POLL_SECONDS = 0.1
 MAX_CAPTURE_BYTES = 1024 * 1024
@@ -241,3 +246,23 @@ def binary_version(path: str) -> str:
         return ""
     text = (completed.stdout or completed.stderr).decode("utf-8", "replace").strip()
     return text.splitlines()[0][:128] if text else ""
+
+
+def on_shutdown(hook: Callable[[], None]) -> Callable[[], None]:
+    """Register ``hook`` to run when this process's worker stops (``run_shutdown_hooks``), and
+    return it. This is how something an extractor keeps between runs, such as the shared
+    browser, is released by the actor that never heard of it. A hook registered twice runs once.
+    """
+    if hook not in _shutdown_hooks:
+        _shutdown_hooks.append(hook)
+    return hook
+
+
+def run_shutdown_hooks() -> None:
+    """Run every hook ``on_shutdown`` registered, newest first. A hook that raises is logged
+    and the others still run: one stuck resource must not leave the rest behind."""
+    for hook in reversed(_shutdown_hooks):
+        try:
+            hook()
+        except Exception:
+            logger.exception("shutdown hook %s failed", getattr(hook, "__qualname__", hook))

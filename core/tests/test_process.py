@@ -18,6 +18,8 @@ import pytest
 from django.conf import settings
 
 from archive.testing import child_pids, is_running
+from core.extractors import process
+from core.extractors.browser import close_shared_browser
 from core.extractors.process import OutputLimit, run_command
 
 MiB = 1024**2
@@ -223,3 +225,29 @@ def test_a_command_dies_when_the_process_that_ran_it_is_killed(tmp_path: Path) -
         parent.wait(timeout=10)
         if child is not None and is_running(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_shutdown_hooks_run_newest_first_once_each_and_past_a_failing_one(monkeypatch, caplog):
+    monkeypatch.setattr(process, "_shutdown_hooks", [])
+    ran = []
+
+    def first():
+        ran.append("first")
+
+    def broken():
+        raise RuntimeError("stuck")
+
+    def last():
+        ran.append("last")
+
+    for hook in (first, broken, last, first):
+        assert process.on_shutdown(hook) is hook
+    process.run_shutdown_hooks()
+
+    assert ran == ["last", "first"]
+    assert "shutdown hook" in caplog.text and "broken" in caplog.text
+
+
+def test_the_shared_browser_registers_its_own_shutdown_hook():
+    """The actor runs the hooks without knowing of Chromium (orchestrator/actor.py)."""
+    assert close_shared_browser in process._shutdown_hooks

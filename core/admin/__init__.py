@@ -1,4 +1,9 @@
 """The admin, as a package: Django's autodiscovery imports ``core.admin``, which registers the
 ModelAdmins of each module here."""
 
-from core.admin import snapshots  # noqa: F401  (registers the ModelAdmins)
+from core.admin import (  # noqa: F401  (registers the ModelAdmins)
+    preservation,
+    results,
+    snapshots,
+    tokens,
+)

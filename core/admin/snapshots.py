@@ -1,36 +1,32 @@
-"""Admin for snapshots, archive results, storage copies, fixity checks and tags. Status is shown,
-never edited: it changes only through the state machines' transitions, which the actions reach
-through services."""
+"""Admin for snapshots and their tags. Status is shown, never edited: it changes only through
+the state machine's transitions, which the actions reach through services; the snapshot's page
+shows its results, storage copies and fixity checks inline."""
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.db.models import Count, Exists, OuterRef, Prefetch, Subquery, Value
 from django.db.models.functions import Coalesce
-from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 
 from core.admin.display import (
     copies_summary,
     file_links,
     fixity_badge,
     main_file_url,
-    main_output_link,
-    problem_list,
     result_badges,
-    size_display,
     state_badge,
 )
 from core.admin.export import export_download
-from core.admin.permissions import ActionPermissionsMixin
+from core.admin.preservation import FixityCheckInline, StorageCopyInline
+from core.admin.readonly import ReadOnlyAdminMixin
 from core.admin.removal import remove_with_files
+from core.admin.results import ArchiveResultInline
 from core.admin.transitions import ServiceTransitionsMixin
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
-from core.extractors.redaction import redact_command
 from core.folder.manifest import payload_files
 from core.models import (
-    ApiToken,
     ArchiveResult,
     FixityCheck,
     Snapshot,
@@ -38,31 +34,13 @@ from core.models import (
     StorageCopy,
     Tag,
 )
-from core.services.copies import copies_retry
 from core.services.fixity import RestoreError, snapshot_audit, snapshot_repair
 from core.services.rearchive import snapshot_rearchive, snapshot_retry_failed
 from core.services.removal import snapshot_remove
-from core.services.tokens import token_revoke
 
-FIXITY_CHECKS_SHOWN = 20  # on a snapshot's page; the fixity check list has them all
 # Audits and repairs re-hash every file (and every storage copy) while the request waits: past
 # this many snapshots they belong to manage.py verify / restore, which no web timeout cuts short.
 ADMIN_FIXITY_LIMIT = 50
-
-
-class ReadOnlyAdminMixin:
-    """Records are created by crawls and changed by transitions, not typed in by hand."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        # Deleting rows would orphan their folders in DATA_DIR; "delete with files" is an action
-        # of its own (see the closing note of issue 2).
-        return False
 
 
 def with_preservation(queryset: SnapshotQuerySet) -> SnapshotQuerySet:
@@ -111,76 +89,6 @@ class FixityFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ArchiveResultInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = ArchiveResult
-    fields = ["extractor", "state", "attempts", "output_link", "cmd_version", "exit_code", "error"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def get_queryset(self, request):
-        # Each row's output link and change link name the snapshot: one join, not a query each.
-        return super().get_queryset(request).select_related("snapshot")
-
-    @admin.display(description="state")
-    def state(self, result):
-        return state_badge(result.status)
-
-    @admin.display(description="output")
-    def output_link(self, result):
-        return main_output_link(result)
-
-
-class StorageCopyInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = StorageCopy
-    fields = ["target_link", "state", "attempts", "files", "size_shown", "verified_at", "error"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    classes = ["vellum-plain"]  # no title line above each row: the target links to the copy
-
-    @admin.display(description="target")
-    def target_link(self, copy):
-        url = reverse("admin:core_storagecopy_change", args=[copy.pk])
-        return format_html('<a href="{}">{}</a>', url, copy.target)
-
-    @admin.display(description="state")
-    def state(self, copy):
-        return state_badge(copy.status, title=copy.error)
-
-    @admin.display(description="size")
-    def size_shown(self, copy):
-        return size_display(copy.size)
-
-
-class LatestChecksFormSet(BaseInlineFormSet):
-    """The snapshot's latest fixity checks only: the table grows with every audit."""
-
-    def get_queryset(self):
-        return super().get_queryset()[:FIXITY_CHECKS_SHOWN]
-
-
-class FixityCheckInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = FixityCheck
-    formset = LatestChecksFormSet
-    verbose_name_plural = f"fixity checks (the latest {FIXITY_CHECKS_SHOWN})"
-    fields = ["checked_at", "location", "outcome_badge", "files", "problems_shown"]
-    readonly_fields = fields
-    ordering = ["-checked_at", "-pk"]
-    extra = 0
-    can_delete = False
-    classes = ["vellum-plain"]
-
-    @admin.display(description="outcome")
-    def outcome_badge(self, check):
-        return state_badge(check.outcome)
-
-    @admin.display(description="problems")
-    def problems_shown(self, check):
-        return problem_list(check.problems, limit=10)
-
-
 def _retry_failed(snapshot: Snapshot) -> str:
     count = snapshot_retry_failed(snapshot=snapshot)
     return f"{count} failed result(s) queued again; the snapshot is finalized again after them."
@@ -189,11 +97,6 @@ def _retry_failed(snapshot: Snapshot) -> str:
 def _rearchive(snapshot: Snapshot) -> str:
     moved_to = snapshot_rearchive(snapshot=snapshot)
     return f"Queued to be archived again; the earlier run is kept in {moved_to}/."
-
-
-def _retry_result(result: ArchiveResult) -> str:
-    count = snapshot_retry_failed(snapshot=result.snapshot, extractor=result.extractor)
-    return f"{result.extractor}: {count} result(s) queued again."
 
 
 @admin.register(Snapshot)
@@ -431,165 +334,6 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         )
 
 
-@admin.register(ArchiveResult)
-class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["extractor", "state", "snapshot_url", "attempts", "output_link", "short_error",
-                    "end_ts"]  # fmt: skip
-    list_filter = ["status", "extractor", "snapshot__crawl", "snapshot__tags", "created_at"]
-    search_fields = ["snapshot__url", "snapshot__title", "error"]
-    list_select_related = ["snapshot"]
-    list_per_page = 100
-    # Newest first, by the primary key's index: the model's ordering (by snapshot, then pk)
-    # would join and sort every result (~0.4 s at 500,000 on SQLite).
-    ordering = ["-pk"]
-    readonly_fields = ["snapshot", "extractor", "behaviour", "depends_on", "state", "attempts",
-                       "cmd_line", "cmd_version", "exit_code", "output", "files", "output_size",
-                       "error", "refused_shown", "created_at",
-                       "start_ts", "end_ts", "retry_at"]  # fmt: skip
-    fields = readonly_fields
-    fsm_services = {"retry": _retry_result}
-
-    @admin.display(description="state", ordering="status")
-    def state(self, result):
-        return state_badge(result.status, title=result.error)
-
-    @admin.display(description="snapshot", ordering="snapshot__url")
-    def snapshot_url(self, result):
-        return result.snapshot.url
-
-    @admin.display(description="refused by the address policy")
-    def refused_shown(self, result):
-        return format_html_join("\n", "<div>{}</div>", ((line,) for line in result.refused)) or "-"
-
-    @admin.display(description="output")
-    def output_link(self, result):
-        return main_output_link(result)
-
-    @admin.display(description="error or reason")
-    def short_error(self, result):
-        return result.error[:120]
-
-    @admin.display(description="command")
-    def cmd_line(self, result):
-        # Redacted again: a row recorded before redaction existed may hold a credential.
-        cmd = redact_command(result.cmd)
-        return format_html("<code>{}</code>", " ".join(cmd)) if cmd else "—"
-
-    @admin.display(description="output files")
-    def files(self, result):
-        return file_links(result.snapshot, result.output_files)
-
-
-def snapshot_link(snapshot: Snapshot) -> str:
-    """A link to the snapshot's admin page, showing its URL."""
-    url = reverse("admin:core_snapshot_change", args=[snapshot.pk])
-    return format_html('<a href="{}">{}</a>', url, snapshot.url)
-
-
-@admin.register(StorageCopy)
-class StorageCopyAdmin(ActionPermissionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Copies are queued when a snapshot is sealed and change by transitions only; deleting a row
-    would lose track of the files on the target."""
-
-    list_display = ["snapshot_url", "target", "state", "attempts", "files", "size_shown",
-                    "verified_at", "short_error"]  # fmt: skip
-    list_filter = ["status", "target"]
-    search_fields = ["snapshot__url", "target", "error"]
-    list_select_related = ["snapshot"]
-    list_per_page = 100
-    readonly_fields = ["snapshot_url", "target", "state", "attempts", "files", "size_shown",
-                       "manifest_sha256", "verified_at", "error", "created_at", "start_ts",
-                       "end_ts", "retry_at"]  # fmt: skip
-    fields = readonly_fields
-    actions = ["copy_again"]
-
-    @admin.action(description="Copy again (failed or damaged copies)", permissions=["transition"])
-    def copy_again(self, request, queryset):
-        # Counted first: the selection may be filtered by the status this changes.
-        others = queryset.exclude(status__in=[CopyStatus.FAILED, CopyStatus.DAMAGED]).count()
-        queued = copies_retry(copies=queryset)
-        if queued:
-            self.message_user(request, f"{queued} copy(ies) queued to be copied again.")
-        if others:
-            self.message_user(
-                request,
-                f"{others} copy(ies) neither failed nor damaged were left alone.",
-                level=messages.WARNING,
-            )
-
-    @admin.display(description="snapshot", ordering="snapshot__url")
-    def snapshot_url(self, copy):
-        return snapshot_link(copy.snapshot)
-
-    @admin.display(description="state", ordering="status")
-    def state(self, copy):
-        return state_badge(copy.status, title=copy.error)
-
-    @admin.display(description="size", ordering="size")
-    def size_shown(self, copy):
-        return size_display(copy.size)
-
-    @admin.display(description="error")
-    def short_error(self, copy):
-        return copy.error[:120]
-
-
-@admin.register(FixityCheck)
-class FixityCheckAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """The audit trail: rows are written by audits and never changed or removed."""
-
-    list_display = ["checked_at", "snapshot_url", "location", "outcome_badge", "files",
-                    "problems_shown"]  # fmt: skip
-    list_filter = ["outcome", "location", "checked_at"]
-    search_fields = ["snapshot__url"]
-    date_hierarchy = "checked_at"
-    list_select_related = ["snapshot"]
-    list_per_page = 100
-    readonly_fields = ["snapshot_url", "location", "checked_at", "outcome_badge", "files",
-                       "all_problems"]  # fmt: skip
-    fields = readonly_fields
-
-    @admin.display(description="snapshot", ordering="snapshot__url")
-    def snapshot_url(self, check):
-        return snapshot_link(check.snapshot)
-
-    @admin.display(description="outcome", ordering="outcome")
-    def outcome_badge(self, check):
-        return state_badge(check.outcome)
-
-    @admin.display(description="problems")
-    def problems_shown(self, check):
-        return problem_list(check.problems, limit=3)
-
-    @admin.display(description="problems")
-    def all_problems(self, check):
-        return problem_list(check.problems)
-
-
 @admin.register(Tag)
 class TagAdmin(admin.ModelAdmin):
     search_fields = ["name"]
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(ActionPermissionsMixin, admin.ModelAdmin):
-    """Tokens are made with ``manage.py token create`` (the key is shown once, there); here
-    they are listed and revoked."""
-
-    list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["revoked_at"]
-    readonly_fields = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
-    fields = readonly_fields
-    actions = ["revoke"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    @admin.action(description="Revoke selected tokens", permissions=["transition"])
-    def revoke(self, request, queryset):
-        for token_id in queryset.values_list("pk", flat=True):
-            token_revoke(token_id=token_id)
-        self.message_user(request, f"{queryset.count()} token(s) revoked.")

@@ -6,4 +6,6 @@ class CrawlsConfig(AppConfig):
     verbose_name = "Crawls"
 
     def ready(self) -> None:
-        from crawls import checks  # noqa: F401  (registers the system checks)
+        # Imported for what they register: the system checks, and the receiver that queues a
+        # sealed crawl's notification.
+        from crawls import checks, tasks  # noqa: F401

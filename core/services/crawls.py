@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -22,7 +23,8 @@ from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import Crawl, Profile
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
 from crawls.seeds import InputError, InvalidURL
-from crawls.tasks import crawl_notify
+from crawls.signals import notification_due
+from orchestrator.retries import next_poll
 
 logger = logging.getLogger(__name__)
 
@@ -31,48 +33,53 @@ PRIORITY_RANGE = (-32768, 32767)  # a SmallIntegerField on every database Django
 REPORT_FAILURE_LIMIT = 200
 
 
+@dataclass(frozen=True)
+class CrawlOptions:
+    """What a person asks of a crawl besides its input, as given (unchecked): follow links
+    ``depth`` levels (0..MAX_DEPTH) and, with ``any_host``, to other hosts; give it ``tags``
+    (each may hold several, comma-separated); run it before crawls of a lower ``priority``;
+    run the steps of the profile named ``profile`` ("": the default one); send its report,
+    once sealed, to ``notify_webhook`` (a URL) and ``notify_email`` (addresses,
+    comma-separated). check_crawl_options checks them."""
+
+    depth: int = 0
+    any_host: bool = False
+    tags: Sequence[str] = ()
+    priority: int = 0
+    profile: str = ""
+    notify_webhook: str = ""
+    notify_email: str = ""
+
+
+DEFAULT_OPTIONS = CrawlOptions()
+
+
 def crawl_create(
     *,
     data: bytes,
     source_name: str,
-    depth: int = 0,
-    any_host: bool = False,
-    tags: list[str] | None = None,
-    priority: int = 0,
-    created_by=None,
     parser: str = "auto",
     strict: bool = False,
-    notify_webhook: str = "",
-    notify_email: str = "",
-    profile: str = "",
+    options: CrawlOptions = DEFAULT_OPTIONS,
+    created_by=None,
     schedule=None,
     hold_reason: str = "",
 ) -> Crawl:
     """Read ``data`` (text, a feed, a bookmarks export or JSON: crawls/inputs.py) into a new
-    queued Crawl.
+    queued Crawl with ``options``.
 
     ``source_name`` names the input in messages and in the saved copy ("urls.txt", "stdin",
     "command line"); ``parser`` is a format of crawls.inputs.FORMATS or "auto". The input is kept
     as received under ``DATA_DIR/sources/``. Titles and tags the input gives a URL are kept in
     ``seed_details`` (its snapshot gets them); entries left out are counted and named in
     ``input_report``. Raises InputError (nothing saved, nothing queued) for input with no valid
-    entry, empty or binary input, any bad entry when ``strict``, a depth outside 0..10, a
-    priority outside a small integer's range, an invalid tag, more than
-    settings.MAX_TAGS_PER_REQUEST distinct tags (given and named by the input's entries, all
-    made in the crawl's own transaction or when it starts), or an invalid webhook URL or
-    email address (``notify_webhook``, ``notify_email``: where the report goes when it seals),
-    or a ``profile`` that names no stored Profile (none: the default profile, if one is marked).
+    entry, empty or binary input, any bad entry when ``strict``, options check_crawl_options
+    refuses, or more than settings.MAX_TAGS_PER_REQUEST distinct tags (given and named by the
+    input's entries, all made in the crawl's own transaction or when it starts).
     ``schedule`` is the CrawlSchedule that made this crawl, if one did. With ``hold_reason``
     the crawl is held from the start (nothing of it runs until released), for that reason.
     """
-    checked = check_crawl_options(
-        depth=depth,
-        priority=priority,
-        tags=tags or [],
-        notify_webhook=notify_webhook,
-        notify_email=notify_email,
-        profile=profile,
-    )
+    checked = check_crawl_options(options)
     parsed = read_input(data, source=source_name, parser=parser, strict=strict)
     _check_tag_count({*checked.tags, *(name for entry in parsed.entries for name in entry.tags)})
     source_file = _save_source(data, source_name)
@@ -86,9 +93,9 @@ def crawl_create(
                 "rejected": parsed.rejected,
                 "problems": parsed.problems,
             },
-            depth=depth,
-            any_host=any_host,
-            priority=priority,
+            depth=options.depth,
+            any_host=options.any_host,
+            priority=options.priority,
             source_file=source_file,
             created_by=created_by,
             notify_webhook=checked.notify_webhook,
@@ -102,7 +109,7 @@ def crawl_create(
             crawl.save()
     logger.info(
         "crawl %s queued: %d seeds (%s, %d left out), depth %d",
-        crawl.pk, len(parsed.entries), parsed.format, parsed.rejected, depth,
+        crawl.pk, len(parsed.entries), parsed.format, parsed.rejected, options.depth,
     )  # fmt: skip
     return crawl
 
@@ -118,24 +125,19 @@ class CheckedOptions:
     profile: Profile | None
 
 
-def check_crawl_options(
-    *,
-    depth: int,
-    priority: int,
-    tags: list[str],
-    notify_webhook: str,
-    notify_email: str,
-    profile: str,
-) -> CheckedOptions:
-    """Check what a person gives a crawl besides its input (crawl_create's rules); raise
-    InputError naming the first thing wrong."""
-    if not 0 <= depth <= MAX_DEPTH:
-        raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {depth}")
-    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
+    """Check ``options`` (crawl_create's rules); raise InputError naming the first thing wrong:
+    a depth outside 0..MAX_DEPTH, a priority outside a small integer's range, an invalid tag,
+    more than settings.MAX_TAGS_PER_REQUEST distinct tags, an invalid webhook URL or email
+    address, or a profile that names no stored Profile (none: the default profile, if one is
+    marked)."""
+    if not 0 <= options.depth <= MAX_DEPTH:
+        raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {options.depth}")
+    if not PRIORITY_RANGE[0] <= options.priority <= PRIORITY_RANGE[1]:
         low, high = PRIORITY_RANGE
-        raise InputError(f"priority must be between {low} and {high}, not {priority}")
-    webhook, email = _clean_notify(notify_webhook, notify_email)
-    return CheckedOptions(_clean_tags(tags), webhook, email, _find_profile(profile))
+        raise InputError(f"priority must be between {low} and {high}, not {options.priority}")
+    webhook, email = _clean_notify(options.notify_webhook, options.notify_email)
+    return CheckedOptions(_clean_tags(options.tags), webhook, email, _find_profile(options.profile))
 
 
 def _find_profile(name: str) -> Profile | None:
@@ -170,7 +172,7 @@ def _check_tag_count(names: set[str]) -> None:
         )
 
 
-def _clean_tags(tags: list[str]) -> list[str]:
+def _clean_tags(tags: Sequence[str]) -> list[str]:
     names = []
     for raw in tags:
         for name in raw.split(","):
@@ -215,7 +217,7 @@ def crawl_tick(*, crawl: Crawl) -> None:
         if crawl.all_snapshots_final() and crawl_seal(crawl=crawl):
             logger.info("crawl %s sealed", crawl.pk)
         else:
-            crawl.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+            crawl.retry_at = next_poll()
             crawl.save(update_fields=["retry_at", "modified_at"])
 
 
@@ -234,17 +236,19 @@ def crawl_seal(*, crawl: Crawl) -> bool:
         crawl.seal(report=crawl_report(crawl=crawl))
         crawl.save()
         if wants_notification(crawl):
-            transaction.on_commit(partial(_enqueue_notification, crawl.pk))
+            transaction.on_commit(partial(_announce_notification, crawl))
     return True
 
 
-def _enqueue_notification(crawl_id: int) -> None:
-    """Queue the sealed crawl's notification; a queue that cannot be reached (Redis down, a
-    full disk) is logged, since the crawl is sealed and committed whatever happens here."""
-    try:
-        crawl_notify(crawl_id)
-    except Exception:
-        logger.exception("crawl %s: could not queue its notification", crawl_id)
+def _announce_notification(crawl: Crawl) -> None:
+    """Send ``notification_due`` (crawls/tasks.py queues the crawl's notification on it). A
+    receiver that fails, such as a queue that cannot be reached (Redis down, a full disk), is
+    logged: the crawl is sealed and committed whatever happens here."""
+    for _receiver, error in notification_due.send_robust(sender=Crawl, crawl=crawl):
+        if isinstance(error, Exception):
+            logger.error(
+                "crawl %s: could not queue its notification: %s", crawl.pk, error, exc_info=error
+            )
 
 
 def crawl_start(*, crawl: Crawl) -> None:
@@ -252,7 +256,7 @@ def crawl_start(*, crawl: Crawl) -> None:
     now = timezone.now()
     with transaction.atomic():
         crawl.start()
-        crawl.retry_at = now + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+        crawl.retry_at = next_poll(now)
         crawl.save()
         details = crawl.seed_details
         Snapshot.objects.bulk_create(

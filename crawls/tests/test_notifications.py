@@ -308,7 +308,7 @@ def test_a_queue_that_cannot_be_reached_leaves_the_crawl_sealed(
     def unreachable(crawl_id: int) -> None:
         raise ConnectionError("redis is down")
 
-    monkeypatch.setattr("core.services.crawls.crawl_notify", unreachable)
+    monkeypatch.setattr("crawls.tasks.crawl_notify", unreachable)
     crawl = finished_crawl(notify_webhook="https://hooks.example/")
 
     with django_capture_on_commit_callbacks(execute=True):

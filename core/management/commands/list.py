@@ -11,7 +11,12 @@ from rich.table import Table
 
 from core.choices import SnapshotStatus
 from core.management.database import require_migrated_database
-from core.management.listing import COLUMNS, results_summary, snapshot_row, snapshots_for_listing
+from core.management.snapshot_rows import (
+    COLUMNS,
+    results_summary,
+    snapshot_row,
+    snapshots_for_listing,
+)
 
 
 class Command(BaseCommand):

@@ -26,6 +26,7 @@ from graphlib import CycleError, TopologicalSorter
 
 from django.core.exceptions import ValidationError
 
+from core.extractors.registry import BY_NAME, default_profile
 from crawls.choices import StepBehaviour
 
 
@@ -55,8 +56,6 @@ def plan_steps(steps: object) -> list[PlannedStep]:
     extractor listed twice, an unknown behaviour or key, a ``depends_on`` naming an extractor the
     profile does not run or the step itself, and a dependency cycle (named, with its path).
     """
-    from core.extractors.registry import BY_NAME
-
     if not isinstance(steps, list) or not steps:
         raise ValidationError("a profile needs a list of at least one step")
     parsed = [_parse_step(position, raw) for position, raw in enumerate(steps, start=1)]
@@ -85,8 +84,6 @@ def plan_steps(steps: object) -> list[PlannedStep]:
 def default_steps() -> list[PlannedStep]:
     """The built-in default: every extractor of settings.EXTRACTORS (all when empty), in
     registry order, nonblocking, with their own dependencies."""
-    from core.extractors.registry import default_profile
-
     return plan_steps(list(default_profile()))
 
 
@@ -121,8 +118,6 @@ def _parse_step(position: int, raw: object) -> PlannedStep:
 def _add_implicit_dependencies(steps: list[PlannedStep]) -> list[PlannedStep]:
     """Add each extractor's own dependencies (when the profile runs them) and every blocking
     step before it; keep the profile's order in each ``depends_on``."""
-    from core.extractors.registry import BY_NAME
-
     names = [step.extractor for step in steps]
     planned = []
     for index, step in enumerate(steps):

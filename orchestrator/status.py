@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Max
 
+from core.models import FixityCheck, Snapshot
 from orchestrator.work import work_types
 
 
@@ -33,8 +34,6 @@ def fixity_status() -> dict:
     read conclusively (only unreachable targets, or none at all); ``last_checked_at`` is when
     the latest check of any outcome ran (None when none has).
     """
-    from core.models import FixityCheck, Snapshot
-
     return {
         "flagged": Snapshot.objects.flagged().count(),
         "unchecked": Snapshot.objects.unchecked().count(),

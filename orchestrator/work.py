@@ -8,6 +8,14 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import models
 
+from core.extractors.registry import get_extractor
+from core.models import ArchiveResult, Snapshot, StorageCopy
+from core.services.copies import copy_tick
+from core.services.crawls import crawl_tick
+from core.services.results import result_tick
+from core.services.snapshots import snapshot_tick
+from crawls.models import Crawl
+
 
 @dataclass(frozen=True)
 class WorkType:
@@ -38,20 +46,11 @@ def _copy_lease(_copy) -> float:
 
 def _result_lease(result) -> float:
     """An archive result is owned for its extractor's timeout plus a margin."""
-    from core.extractors.registry import get_extractor
-
     return get_extractor(result.extractor).timeout + settings.LEASE_MARGIN
 
 
 def work_types() -> dict[str, WorkType]:
     """Return every kind of work by name, in the order the orchestrator spawns them."""
-    from core.models import ArchiveResult, Snapshot, StorageCopy
-    from core.services.copies import copy_tick
-    from core.services.crawls import crawl_tick
-    from core.services.results import result_tick
-    from core.services.snapshots import snapshot_tick
-    from crawls.models import Crawl
-
     kinds = [
         WorkType("crawl", Crawl, lambda c: crawl_tick(crawl=c), _fixed_lease, "ACTORS_CRAWL"),
         WorkType(

@@ -174,6 +174,7 @@ class Browser:
 
         Raises BrowserUnavailable when it does not start within START_TIMEOUT.
         """
+        # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import sync_playwright
 

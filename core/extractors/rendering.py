@@ -141,6 +141,7 @@ class ChromiumExtractor(Extractor):
     ) -> None:
         """Load and capture the page (or capture the one still open), recording the outcome on
         ``output`` and how the page was loaded on ``load``."""
+        # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -242,6 +243,7 @@ def _wait_for_load(page, failures: list[str], deadline: float) -> None:
     (``failures``, from ``_note_document_failure``) as soon as it is known, rather than
     wait for the deadline and report a timeout; raise its TimeoutError at the deadline.
     """
+    # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -259,6 +261,7 @@ def _wait_for_load(page, failures: list[str], deadline: float) -> None:
 
 def _settle(page) -> None:
     """Wait up to SETTLE_SECONDS for the page's network to go quiet."""
+    # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     with contextlib.suppress(PlaywrightTimeout):

@@ -14,6 +14,7 @@ from core.management.database import require_migrated_database
 from core.management.selection import sealed_snapshots
 from core.models import Snapshot
 from core.services.fixity import snapshot_audit
+from crawls.models import Crawl
 
 
 class Command(BaseCommand):
@@ -91,8 +92,6 @@ def _select(*, crawl: int | None, snapshot_ids: list[str] | None) -> list[Snapsh
         return sealed_snapshots(snapshot_ids)
     selected = Snapshot.objects.filter(status=SnapshotStatus.SEALED).order_by("created_at", "pk")
     if crawl is not None:
-        from crawls.models import Crawl
-
         if not Crawl.objects.filter(pk=crawl).exists():
             raise CommandError(f"no crawl {crawl}")
         selected = selected.filter(crawl_id=crawl)

@@ -28,7 +28,7 @@ from crawls.notifications import (
     webhooks_for,
 )
 from crawls.signals import notification_due
-from orchestrator.retries import backoff_delay
+from orchestrator.retries import backoff_delay, exhausted
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,8 @@ def webhook_send(url: str, payload: dict, attempt: int) -> None:
     if delivery.outcome is Outcome.SUCCEEDED:
         logger.info("crawl %s: webhook %s: %s", crawl_id, url, delivery.detail)
         return
-    if delivery.outcome is Outcome.TEMPORARY and attempt < settings.NOTIFY_MAX_ATTEMPTS:
+    temporary = delivery.outcome is Outcome.TEMPORARY
+    if temporary and not exhausted(attempt, settings.NOTIFY_MAX_ATTEMPTS):
         delay = backoff_delay(attempt, delivery.retry_after)
         logger.warning(
             "crawl %s: webhook %s: %s; attempt %d of %d again in %.1f s",

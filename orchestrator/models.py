@@ -13,6 +13,8 @@ from django.db.models import Exists
 from django.utils import timezone
 from django_fsm import FSMField, transition
 
+from orchestrator.retries import next_poll
+
 
 class WorkQuerySet(models.QuerySet):
     """Named filters every work item shares; each model says which states are active."""
@@ -39,6 +41,16 @@ class WorkQuerySet(models.QuerySet):
     def claimable(self, now=None) -> WorkQuerySet:
         """Due records an actor may take now (a model may hold some back, see Snapshot)."""
         return self.due(now)
+
+    def wake(self) -> int:
+        """Make these records due now where they only wait for their next poll; return how many.
+
+        Polling every POLL_INTERVAL is only the safety net. A record under lease is never
+        touched: its ``retry_at`` lies LEASE_SECONDS ahead, far past the next poll of a waiting
+        one (settings make sure the lease is the longer), so no two actors ever hold it.
+        """
+        now = timezone.now()
+        return self.filter(retry_at__lte=next_poll(now)).update(retry_at=now)
 
     def count_by_status(self) -> dict[str, int]:
         """Return ``{state: count}`` for the states that occur (one grouped query)."""

@@ -24,7 +24,7 @@ from core.folder.targets import (
     verify_copy,
 )
 from core.models import FixityCheck, Snapshot, StorageCopy
-from orchestrator.retries import LEASE_EXPIRED, backoff_delay
+from orchestrator.retries import recover_expired_lease, retry_or_fail
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,12 @@ def copy_tick(*, copy: StorageCopy) -> None:
     """
     if copy.status == CopyStatus.STARTED:
         with transaction.atomic():
-            _retry_or_fail(copy, LEASE_EXPIRED)
+            recover_expired_lease(
+                copy,
+                max_attempts=settings.STORAGE_MAX_ATTEMPTS,
+                back_off=copy.back_off,
+                fail=copy.fail,
+            )
             copy.save()
         return
     with transaction.atomic():
@@ -109,15 +114,14 @@ def _record(copy: StorageCopy, *, temporary: str = "", fatal: str = "") -> None:
         if fatal:
             copy.fail(error=fatal)
         else:
-            _retry_or_fail(copy, temporary)
+            retry_or_fail(
+                copy,
+                temporary,
+                max_attempts=settings.STORAGE_MAX_ATTEMPTS,
+                back_off=copy.back_off,
+                fail=copy.fail,
+            )
         copy.save()
-
-
-def _retry_or_fail(copy: StorageCopy, error: str) -> None:
-    if copy.attempts >= settings.STORAGE_MAX_ATTEMPTS:
-        copy.fail(error=f"attempts exhausted ({copy.attempts}): {error}")
-    else:
-        copy.back_off(error=error, delay=backoff_delay(copy.attempts))
 
 
 def copies_retry(*, copies) -> int:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 import shutil
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from core.choices import ResultStatus
 from core.extractors.registry import get_extractor
@@ -40,7 +40,7 @@ from core.services.copies import copies_queue
 from core.services.search import snapshot_index_text
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from orchestrator.retries import LEASE_EXPIRED, backoff_delay
+from orchestrator.retries import exhausted, recover_expired_lease, retry_or_fail
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +55,16 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
     Each attempt is counted before it runs, so a worker that dies while finalizing uses one up
     too. A ValueError here is a file name that cannot be encoded.
     """
-    if snapshot.attempts >= settings.MAX_ATTEMPTS:
-        # The last attempt neither sealed nor failed: its worker died.
-        reason = LEASE_EXPIRED + (f"; before that: {snapshot.error}" if snapshot.error else "")
-        _finalizing_failed(snapshot, f"attempts exhausted ({snapshot.attempts}): {reason}")
+    if exhausted(snapshot.attempts, settings.MAX_ATTEMPTS):
+        # An attempt that ends seals, fails or backs off with attempts left: claimed with none
+        # left, the snapshot's last attempt neither sealed nor failed, its worker died.
+        recover_expired_lease(
+            snapshot,
+            max_attempts=settings.MAX_ATTEMPTS,
+            back_off=partial(_retry_finalizing, snapshot),
+            fail=partial(_finalizing_failed, snapshot),
+            earlier_error=snapshot.error,
+        )
         return
     with transaction.atomic():
         snapshot.begin_finalizing()
@@ -128,11 +134,13 @@ def _send_back(
         for result in results:
             if result.extractor not in corrupt:
                 continue
-            error = f"output failed the integrity check: {'; '.join(corrupt[result.extractor])}"
-            if result.attempts >= get_extractor(result.extractor).max_attempts:
-                result.reject_finally(error=f"attempts exhausted ({result.attempts}): {error}")
-            else:
-                result.reject(error=error, delay=backoff_delay(result.attempts))
+            retry_or_fail(
+                result,
+                f"output failed the integrity check: {'; '.join(corrupt[result.extractor])}",
+                max_attempts=get_extractor(result.extractor).max_attempts,
+                back_off=result.reject,
+                fail=result.reject_finally,
+            )
             result.save()
         snapshot.reopen(error=f"corrupt outputs: {summary}", delay=settings.POLL_INTERVAL)
         snapshot.save()
@@ -150,21 +158,32 @@ def _discard(path: Path) -> None:
 
 
 def _retry_or_fail(snapshot: Snapshot, reason: str) -> None:
+    """Back off after the recoverable finalizing error ``reason``, or fail with it (as it is:
+    it says "finalizing failed") once MAX_ATTEMPTS are used."""
     logger.warning("snapshot %s: %s", snapshot.pk, reason)
-    if snapshot.attempts >= settings.MAX_ATTEMPTS:
-        _finalizing_failed(snapshot, reason)
-        return
+    retry_or_fail(
+        snapshot,
+        reason,
+        max_attempts=settings.MAX_ATTEMPTS,
+        back_off=partial(_retry_finalizing, snapshot),
+        fail=partial(_finalizing_failed, snapshot),
+        say_exhausted=False,
+    )
+
+
+def _retry_finalizing(snapshot: Snapshot, *, error: str, delay: float) -> None:
+    """Save the snapshot backing off for ``delay`` seconds after the recoverable ``error``."""
     with transaction.atomic():
-        snapshot.retry_finalizing(error=reason, delay=backoff_delay(snapshot.attempts))
+        snapshot.retry_finalizing(error=error, delay=delay)
         snapshot.save()
 
 
-def _finalizing_failed(snapshot: Snapshot, reason: str) -> None:
-    """Fail the snapshot with ``reason``, clean up its working files, and tell the crawl."""
+def _finalizing_failed(snapshot: Snapshot, error: str) -> None:
+    """Fail the snapshot with ``error``, clean up its working files, and tell the crawl."""
     with transaction.atomic():
-        snapshot.fail(error=reason)
+        snapshot.fail(error=error)
         snapshot.save()
-    logger.error("snapshot %s (%s) failed: %s", snapshot.pk, snapshot.url, reason)
+    logger.error("snapshot %s (%s) failed: %s", snapshot.pk, snapshot.url, error)
     if snapshot.output_dir.is_dir():
         _remove_temporary(snapshot.output_dir)
     wake_crawl_if_done(snapshot)
@@ -174,12 +193,7 @@ def wake_crawl_if_done(snapshot: Snapshot) -> None:
     """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
     if snapshot.crawl.snapshots.active().exists():
         return
-    now = timezone.now()
-    Crawl.objects.filter(
-        pk=snapshot.crawl_id,
-        status=CrawlStatus.STARTED,
-        retry_at__lte=now + timezone.timedelta(seconds=settings.POLL_INTERVAL),
-    ).update(retry_at=now)
+    Crawl.objects.filter(pk=snapshot.crawl_id, status=CrawlStatus.STARTED).wake()
 
 
 def _given_title(snapshot: Snapshot) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from functools import partial
 from pathlib import Path
 
 from django.db import transaction
@@ -20,7 +21,7 @@ from core.folder.manifest import TEMP_PREFIX
 from core.models import ArchiveResult, Snapshot
 from core.services.snapshots import snapshot_queue_outlinks, snapshot_wake
 from crawls.choices import StepBehaviour
-from orchestrator.retries import LEASE_EXPIRED, backoff_delay
+from orchestrator.retries import LEASE_EXPIRED, recover_expired_lease, retry_or_fail
 
 logger = logging.getLogger(__name__)
 
@@ -145,32 +146,30 @@ def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: P
         elif output.outcome is Outcome.FATAL:
             result.fail(error=output.error, output=output)
         else:
-            _retry_or_fail(result, output.error, output=output, retry_after=output.retry_after)
+            # A temporary error: back off, or fail once the extractor's max_attempts
+            # (settings.MAX_ATTEMPTS unless EXTRACTOR_OPTIONS says) are used.
+            retry_or_fail(
+                result,
+                output.error,
+                max_attempts=get_extractor(result.extractor).max_attempts,
+                back_off=partial(result.back_off, output=output),
+                fail=partial(result.fail, output=output),
+                retry_after=output.retry_after,
+            )
         result.save()
 
 
 def result_recover(*, result: ArchiveResult) -> None:
     """Count the attempt of a result whose worker died, then back off or fail it."""
     with transaction.atomic():
-        _retry_or_fail(result, LEASE_EXPIRED)
+        recover_expired_lease(
+            result,
+            max_attempts=get_extractor(result.extractor).max_attempts,
+            back_off=result.back_off,
+            fail=result.fail,
+        )
         result.save()
     logger.warning("recovered %s of %s: %s", result.extractor, result.snapshot_id, LEASE_EXPIRED)
-
-
-def _retry_or_fail(
-    result: ArchiveResult,
-    error: str,
-    *,
-    output: ExtractorOutput | None = None,
-    retry_after: float | None = None,
-) -> None:
-    """A temporary error: back off for another attempt, or fail once the extractor's
-    ``max_attempts`` (settings.MAX_ATTEMPTS unless EXTRACTOR_OPTIONS says) are used."""
-    if result.attempts >= get_extractor(result.extractor).max_attempts:
-        result.fail(error=f"attempts exhausted ({result.attempts}): {error}", output=output)
-    else:
-        delay = backoff_delay(result.attempts, retry_after)
-        result.back_off(error=error, delay=delay, output=output)
 
 
 def _move_into_place(work_dir: Path, final_dir: Path) -> tuple[list[str], int]:

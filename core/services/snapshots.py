@@ -9,10 +9,8 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
 from core.choices import SnapshotStatus
@@ -21,6 +19,7 @@ from core.services.crawls import crawl_hold, snapshots_tag_like_crawl
 from core.services.finalizing import snapshot_finalize, wake_crawl_if_done
 from crawls.models import Crawl
 from crawls.seeds import InvalidURL, normalize_url
+from orchestrator.retries import next_poll
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
         return
     with transaction.atomic():
         snapshot.start()
-        snapshot.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+        snapshot.retry_at = next_poll()
         snapshot.save()
         ArchiveResult.objects.bulk_create(
             [ArchiveResult.for_step(snapshot, step) for step in steps], ignore_conflicts=True
@@ -72,7 +71,7 @@ def snapshot_check_results(*, snapshot: Snapshot) -> None:
     """Once all results of a started snapshot are final, finalize it, or fail it when a
     blocking step failed (crawls/profiles.py)."""
     if not snapshot.all_results_final():
-        snapshot.retry_at = timezone.now() + timezone.timedelta(seconds=settings.POLL_INTERVAL)
+        snapshot.retry_at = next_poll()
         snapshot.save(update_fields=["retry_at", "modified_at"])
         return
     blocking = snapshot.failed_blocking_result()
@@ -92,16 +91,9 @@ def snapshot_check_results(*, snapshot: Snapshot) -> None:
 def snapshot_wake(*, snapshot_id) -> bool:
     """Make a started snapshot that waits for its results due now; return True if it was.
 
-    Polling every POLL_INTERVAL is only the safety net. A snapshot under lease is never touched:
-    its ``retry_at`` lies LEASE_SECONDS ahead, far past the ``now + POLL_INTERVAL`` of a waiting
-    one (settings make sure the lease is the longer), so no two actors ever hold it.
+    A snapshot under lease is left alone (WorkQuerySet.wake).
     """
-    now = timezone.now()
-    waiting_until = now + timezone.timedelta(seconds=settings.POLL_INTERVAL)
-    woken = Snapshot.objects.filter(
-        pk=snapshot_id, status=SnapshotStatus.STARTED, retry_at__lte=waiting_until
-    ).update(retry_at=now)
-    return bool(woken)
+    return bool(Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.STARTED).wake())
 
 
 def snapshot_queue_outlinks(*, snapshot: Snapshot, urls: list[str]) -> int:

@@ -1,10 +1,24 @@
-"""Backoff after a temporary error (orchestrator/retries.py): exponential, jittered, bounded."""
+"""The retry rule (orchestrator/retries.py): backoff after a temporary error (exponential,
+jittered, bounded), "attempts exhausted" once none are left, recovery of an expired lease, and
+the next poll of a waiting record."""
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
-from orchestrator.retries import backoff_delay
+import pytest
+from django.utils import timezone
+
+from orchestrator.retries import (
+    LEASE_EXPIRED,
+    backoff_delay,
+    exhausted,
+    exhausted_reason,
+    next_poll,
+    recover_expired_lease,
+    retry_or_fail,
+)
 
 SAMPLES = 200
 
@@ -66,3 +80,105 @@ def test_zero_base_means_no_wait(settings) -> None:
 
     assert backoff_delay(5) == 0
     assert backoff_delay(5, retry_after=3) == 3
+
+
+# --- the rule: back off while attempts are left, else fail --------------------------------------
+
+
+def transitions_called(rule, attempts: int, *args, **kwargs) -> list[tuple[str, dict]]:
+    """Apply ``rule`` to a record with ``attempts`` made and stand-in transitions; return the
+    transitions it called, each as ``(name, keyword arguments)``."""
+    calls = []
+    rule(
+        SimpleNamespace(attempts=attempts), *args, **kwargs,
+        back_off=lambda **given: calls.append(("back_off", given)),
+        fail=lambda **given: calls.append(("fail", given)),
+    )  # fmt: skip
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("attempts", "max_attempts", "expected"),
+    [(0, 3, False), (2, 3, False), (3, 3, True), (4, 3, True), (1, 1, True), (0, 0, True)],
+)
+def test_exhausted_once_attempts_reach_the_limit(attempts, max_attempts, expected) -> None:
+    assert exhausted(attempts, max_attempts) is expected
+
+
+def test_exhausted_reason_says_how_many_and_why() -> None:
+    assert exhausted_reason(3, "HTTP 503") == "attempts exhausted (3): HTTP 503"
+
+
+def test_retry_or_fail_backs_off_with_a_growing_delay_while_attempts_are_left() -> None:
+    [(name, given)] = transitions_called(retry_or_fail, 2, "HTTP 503", max_attempts=3)
+
+    assert (name, given["error"]) == ("back_off", "HTTP 503")
+    assert 10 <= given["delay"] <= 20  # backoff_delay(2) with BACKOFF_BASE 10
+
+
+def test_retry_or_fail_honours_retry_after() -> None:
+    calls = transitions_called(retry_or_fail, 1, "HTTP 429", max_attempts=3, retry_after=120)
+
+    assert calls == [("back_off", {"error": "HTTP 429", "delay": 120})]
+
+
+def test_retry_or_fail_fails_with_attempts_exhausted_once_none_are_left() -> None:
+    calls = transitions_called(retry_or_fail, 3, "HTTP 503", max_attempts=3)
+
+    assert calls == [("fail", {"error": "attempts exhausted (3): HTTP 503"})]
+
+
+def test_retry_or_fail_can_fail_with_the_error_as_it_is() -> None:
+    error = "finalizing failed: disk full"
+
+    calls = transitions_called(retry_or_fail, 3, error, max_attempts=3, say_exhausted=False)
+
+    assert calls == [("fail", {"error": error})]
+
+
+# --- a worker that died: its lease ran out -------------------------------------------------------
+
+
+def test_an_expired_lease_counts_as_a_temporary_error() -> None:
+    [(name, given)] = transitions_called(recover_expired_lease, 1, max_attempts=3)
+
+    assert (name, given["error"]) == ("back_off", LEASE_EXPIRED)
+    assert 5 <= given["delay"] <= 10
+
+
+def test_an_expired_lease_with_no_attempts_left_fails() -> None:
+    calls = transitions_called(recover_expired_lease, 3, max_attempts=3)
+
+    error = "attempts exhausted (3): worker stopped before finishing (lease expired)"
+    assert calls == [("fail", {"error": error})]
+
+
+def test_an_expired_lease_keeps_the_error_from_before() -> None:
+    calls = transitions_called(
+        recover_expired_lease, 3, max_attempts=3, earlier_error="finalizing failed: disk full"
+    )
+
+    error = (
+        "attempts exhausted (3): worker stopped before finishing (lease expired)"
+        "; before that: finalizing failed: disk full"
+    )
+    assert calls == [("fail", {"error": error})]
+
+
+# --- polling -------------------------------------------------------------------------------------
+
+
+def test_next_poll_is_poll_interval_after_now(settings) -> None:
+    settings.POLL_INTERVAL = 5
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    assert next_poll(now) == now + timedelta(seconds=5)
+
+
+def test_next_poll_defaults_to_the_current_time(settings) -> None:
+    settings.POLL_INTERVAL = 0.5
+    before = timezone.now()
+
+    poll = next_poll()
+
+    assert before + timedelta(seconds=0.5) <= poll <= timezone.now() + timedelta(seconds=0.5)

@@ -12,9 +12,9 @@ is timed on every sealed snapshot folder, in this process, for ``--rounds`` roun
 - manifest: core.folder.manifest.write_manifest (SHA-256 of every file, written atomically);
 - sign: core.folder.signing.sign_manifest (Ed25519 over the manifest);
 - verify: core.services.fixity.local_problems (what ``manage.py verify`` does for the local copy);
-- mirror, s3: core.folder.targets.upload_snapshot then verify_copy, to a folder and to moto's S3
+- mirror, s3: core.folder.transfers.upload_snapshot then verify_copy, to a folder and to moto's S3
   server (``moto_server``, a process of its own on 127.0.0.1); "s3, 1 thread" the same with one
-  transfer thread instead of core.folder.targets.TRANSFER_THREADS.
+  transfer thread instead of core.folder.transfers.TRANSFER_THREADS.
 
 The report gives the median seconds per snapshot of each step and its ratio to the baseline
 measured in the same run (these machines are noisy; ratios travel better than seconds).
@@ -71,11 +71,11 @@ def steps(targets: list[str]) -> dict[str, Callable]:
     """Return ``{name: step(snapshot)}`` in the order finalizing runs them, baseline first."""
     from django.conf import settings
 
-    from core.folder import targets as storage
+    from core.folder import transfers as storage
     from core.folder.integrity import check_snapshot
     from core.folder.manifest import MANIFEST_NAME, payload_files, sha256_file, write_manifest
     from core.folder.signing import sign_manifest
-    from core.folder.targets import upload_snapshot, verify_copy
+    from core.folder.transfers import upload_snapshot, verify_copy
     from core.folder.wacz import build_wacz
     from core.services.fixity import local_problems
 
@@ -127,8 +127,8 @@ def steps(targets: list[str]) -> dict[str, Callable]:
 
 @contextmanager
 def transfer_threads(count: int):
-    """Run the block with ``count`` transfer threads in core.folder.targets (else its default)."""
-    from core.folder import targets as storage
+    """Run the block with ``count`` transfer threads in core.folder.transfers (else its default)."""
+    from core.folder import transfers as storage
 
     default = storage.TRANSFER_THREADS
     if count != default:

@@ -4,7 +4,7 @@ Each copy is a work item like an archive result: claimed under a lease, one atte
 a target that is down backs off (up to BACKOFF_CAP between tries) until STORAGE_MAX_ATTEMPTS,
 and a worker that dies mid-copy is recovered when its lease runs out. Targets are independent:
 one that is down never holds back another. A copy counts as stored only once it has been read
-back and every file matched the signed manifest (core/folder/targets.py).
+back and every file matched the signed manifest (core/folder/transfers.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,8 @@ from django.db import transaction
 
 from core.choices import CopyStatus, FixityOutcome
 from core.folder.manifest import MANIFEST_NAME, sha256_file
-from core.folder.targets import (
-    TargetError,
-    TargetUnavailable,
-    target_names,
-    upload_snapshot,
-    verify_copy,
-)
+from core.folder.targets import TargetError, TargetUnavailable, target_names
+from core.folder.transfers import upload_snapshot, verify_copy
 from core.models import FixityCheck, Snapshot, StorageCopy
 from orchestrator.retries import recover_expired_lease, retry_or_fail
 

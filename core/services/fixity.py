@@ -8,7 +8,7 @@ A check of the local copy (``DATA_DIR/archive/<id>/``) finds it sound when:
 - every file it lists is present with the listed SHA-256, and no file is missing from it
   (RFC 8493 §3 asks the same of a bag's payload).
 
-A check of a storage copy reads every file back from the target (core/folder/targets.py). Each
+A check of a storage copy reads every file back from the target (core/folder/transfers.py). Each
 check is recorded as a FixityCheck row; a stored copy found damaged moves to ``damaged``. A damaged
 local folder is restored from a sound storage copy (``snapshot_restore``); a damaged storage copy is
 copied again from the local folder (``copies_retry``).
@@ -35,7 +35,8 @@ from core.folder.manifest import (
     verify_manifest,
 )
 from core.folder.signing import SigningKeyError, verify_signature
-from core.folder.targets import TargetError, TargetUnavailable, download_snapshot, verify_copy
+from core.folder.targets import TargetError, TargetUnavailable
+from core.folder.transfers import download_snapshot, verify_copy
 from core.models import FixityCheck, Snapshot, StorageCopy
 from core.models.preservation import LOCAL
 

@@ -35,7 +35,7 @@ from core.folder.manifest import (
     write_manifest,
 )
 from core.folder.signing import key_fingerprint
-from core.folder.targets import upload_snapshot
+from core.folder.transfers import upload_snapshot
 from core.models import FixityCheck, Snapshot, StorageCopy
 from core.models.preservation import LOCAL
 from core.services.copies import copy_tick

@@ -1,5 +1,6 @@
-"""Copies of snapshot folders on storage targets (core/folder/targets.py) and the system checks on
-STORAGE_TARGETS (core/checks.py), against a local mirror folder and moto's S3 server."""
+"""Copies of snapshot folders on storage targets (core/folder/targets.py and transfers.py) and
+the system checks on STORAGE_TARGETS (core/checks.py), against a local mirror folder and moto's
+S3 server."""
 
 from __future__ import annotations
 
@@ -30,14 +31,11 @@ from core.folder.manifest import (
 from core.folder.targets import (
     TargetError,
     TargetUnavailable,
-    delete_copy,
-    download_snapshot,
     get_target,
     target_errors,
     target_names,
-    upload_snapshot,
-    verify_copy,
 )
+from core.folder.transfers import delete_copy, download_snapshot, upload_snapshot, verify_copy
 
 SNAPSHOT_ID = "01JAXV7Q5Z3M8W2N4R6T9YBCDE"
 WARC = "wget/warc/archive.warc.gz"

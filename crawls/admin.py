@@ -19,7 +19,7 @@ from core.admin.removal import remove_with_files
 from core.admin.transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
 from core.models import Snapshot
-from core.services.crawls import check_crawl_options, crawl_hold, crawl_release
+from core.services.crawls import CrawlOptions, check_crawl_options, crawl_hold, crawl_release
 from core.services.export import ExportError, select_snapshots
 from core.services.profiles import describe_steps
 from core.services.rearchive import snapshots_retry_failed
@@ -218,12 +218,14 @@ class CrawlScheduleForm(forms.ModelForm):
         try:
             read_input(data["source"].encode(), source="source", parser=data["parser"])
             check_crawl_options(
-                depth=data["depth"],
-                priority=data["priority"],
-                tags=[data["tags"]],
-                notify_webhook=data["notify_webhook"],
-                notify_email=data["notify_email"],
-                profile=data["profile"].name if data["profile"] else "",
+                CrawlOptions(
+                    depth=data["depth"],
+                    priority=data["priority"],
+                    tags=[data["tags"]],
+                    notify_webhook=data["notify_webhook"],
+                    notify_email=data["notify_email"],
+                    profile=data["profile"].name if data["profile"] else "",
+                )
             )
         except InputError as error:
             raise forms.ValidationError(str(error)) from None

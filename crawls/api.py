@@ -11,7 +11,7 @@ from ninja.pagination import paginate
 
 from archive.pagination import BoundedPageNumberPagination
 from core.models import Snapshot
-from core.services.crawls import crawl_create, crawl_hold, crawl_release
+from core.services.crawls import CrawlOptions, crawl_create, crawl_hold, crawl_release
 from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
 from core.web.permissions import staff
@@ -115,13 +115,15 @@ def add(request, body: CrawlIn):
         source_name="api urls" if from_urls else "api input",
         parser="text" if from_urls else body.parser,
         strict=from_urls,
-        depth=body.depth,
-        any_host=body.any_host,
-        tags=body.tags,
-        priority=body.priority,
-        profile=body.profile,
-        notify_webhook=body.webhook,
-        notify_email=body.email,
+        options=CrawlOptions(
+            depth=body.depth,
+            any_host=body.any_host,
+            tags=body.tags,
+            priority=body.priority,
+            profile=body.profile,
+            notify_webhook=body.webhook,
+            notify_email=body.email,
+        ),
         created_by=request.auth,
     )
     return Status(201, _crawl(crawl.pk))

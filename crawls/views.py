@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
 from core.models import ArchiveResult
-from core.services.crawls import crawl_create
+from core.services.crawls import CrawlOptions, crawl_create
 from core.web.permissions import model_perm, staff_permission_required
 from crawls.choices import CrawlStatus
 from crawls.forms import AddForm
@@ -34,9 +34,11 @@ def add_page(request: HttpRequest) -> HttpResponse:
                 data=data,
                 source_name=source_name,
                 parser=form.cleaned_data["parser"],
-                depth=form.cleaned_data["depth"],
-                tags=[form.cleaned_data["tags"]],
-                profile=profile.name if profile else "",
+                options=CrawlOptions(
+                    depth=form.cleaned_data["depth"],
+                    tags=[form.cleaned_data["tags"]],
+                    profile=profile.name if profile else "",
+                ),
                 created_by=request.user,
             )
         except InputError as error:

@@ -14,7 +14,12 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from core.services.crawls import check_crawl_options, crawl_create
+from core.services.crawls import (
+    DEFAULT_OPTIONS,
+    CrawlOptions,
+    check_crawl_options,
+    crawl_create,
+)
 from crawls.inputs import read_input
 from crawls.models import Crawl, CrawlSchedule, cron_next
 from crawls.seeds import InputError, decode_input
@@ -29,17 +34,11 @@ def schedule_create(
     source_name: str,
     parser: str = "auto",
     strict: bool = False,
-    depth: int = 0,
-    any_host: bool = False,
-    tags: list[str] | None = None,
-    priority: int = 0,
-    profile: str = "",
-    notify_webhook: str = "",
-    notify_email: str = "",
+    options: CrawlOptions = DEFAULT_OPTIONS,
     created_by=None,
 ) -> CrawlSchedule:
-    """Create a schedule that crawls ``data`` (read as crawl_create reads it) whenever ``cron``
-    comes round; its first run is the next such time.
+    """Create a schedule that crawls ``data`` (read as crawl_create reads it) with ``options``
+    whenever ``cron`` comes round; its first run is the next such time.
 
     Raises InputError (nothing saved) for an invalid cron expression and whatever crawl_create
     would refuse: the input is read now, so a schedule never fails on its first run for it.
@@ -48,23 +47,16 @@ def schedule_create(
         next_run_at = cron_next(cron, timezone.now())
     except ValueError as error:
         raise InputError(str(error)) from None
-    checked = check_crawl_options(
-        depth=depth,
-        priority=priority,
-        tags=tags or [],
-        notify_webhook=notify_webhook,
-        notify_email=notify_email,
-        profile=profile,
-    )
+    checked = check_crawl_options(options)
     read_input(data, source=source_name, parser=parser, strict=strict)
     schedule = CrawlSchedule.objects.create(
         cron=" ".join(cron.split()),
         source=decode_input(data, source=source_name),
         parser=parser,
-        depth=depth,
-        any_host=any_host,
+        depth=options.depth,
+        any_host=options.any_host,
         tags=",".join(checked.tags),
-        priority=priority,
+        priority=options.priority,
         profile=checked.profile,
         notify_webhook=checked.notify_webhook,
         notify_email=checked.notify_email,
@@ -126,15 +118,22 @@ def _crawl_of(schedule: CrawlSchedule) -> Crawl:
         data=schedule.source.encode(),
         source_name=f"schedule-{schedule.pk}",
         parser=schedule.parser,
+        options=_options_of(schedule),
+        created_by=schedule.created_by,
+        schedule=schedule,
+    )
+
+
+def _options_of(schedule: CrawlSchedule) -> CrawlOptions:
+    """The options ``schedule`` keeps, as a person gives them (checked again by each crawl)."""
+    return CrawlOptions(
         depth=schedule.depth,
         any_host=schedule.any_host,
-        tags=[schedule.tags] if schedule.tags else [],
+        tags=(schedule.tags,) if schedule.tags else (),
         priority=schedule.priority,
         profile=schedule.profile.name if schedule.profile else "",
         notify_webhook=schedule.notify_webhook,
         notify_email=schedule.notify_email,
-        created_by=schedule.created_by,
-        schedule=schedule,
     )
 
 

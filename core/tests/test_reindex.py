@@ -26,7 +26,7 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.folder.index_json import NO_MANIFEST, STALE_MANIFEST
 from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, sha256_file, write_manifest
 from core.models import ArchiveResult, Snapshot, Tag
-from core.services.crawls import crawl_create, crawl_tick
+from core.services.crawls import CrawlOptions, crawl_create, crawl_tick
 from core.services.rearchive import snapshot_rearchive
 from core.services.reindex import archive_reindex
 from core.services.results import result_tick
@@ -87,7 +87,8 @@ def archive_crawl(crawl: Crawl) -> Crawl:
 
 def archived(live_site: LiveSite, *paths: str, depth: int = 0, **options) -> Crawl:
     data = "\n".join(live_site.url(path) for path in paths).encode()
-    crawl = crawl_create(data=data, source_name="urls.txt", depth=depth, **options)
+    options = CrawlOptions(depth=depth, **options)
+    crawl = crawl_create(data=data, source_name="urls.txt", options=options)
     return archive_crawl(crawl)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from core.services.crawls import MAX_DEPTH
+from core.services.crawls import MAX_DEPTH, CrawlOptions
 from crawls.inputs import FORMATS
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -83,11 +83,13 @@ def crawl_keywords(options: dict, source_name: str, depth: int) -> dict:
     return {
         "parser": "text" if from_arguments else options["parser"],
         "strict": from_arguments,
-        "depth": depth,
-        "any_host": options["any_host"],
-        "tags": options["tag"],
-        "priority": options["priority"],
-        "profile": options["profile"],
-        "notify_webhook": options["webhook"],
-        "notify_email": options["email"],
+        "options": CrawlOptions(
+            depth=depth,
+            any_host=options["any_host"],
+            tags=options["tag"],
+            priority=options["priority"],
+            profile=options["profile"],
+            notify_webhook=options["webhook"],
+            notify_email=options["email"],
+        ),
     }

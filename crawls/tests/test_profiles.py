@@ -17,7 +17,7 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
 from core.models import ArchiveResult, Snapshot
 from core.models.results import STOPPED_PREFIX
-from core.services.crawls import crawl_create
+from core.services.crawls import CrawlOptions, crawl_create
 from core.services.profiles import profile_save
 from core.services.rearchive import snapshot_retry_failed
 from core.tests.site import LiveSite
@@ -182,9 +182,10 @@ def test_two_defaults_break_the_model_validation() -> None:
 
 def test_a_crawl_gets_the_profile_it_names_or_the_default() -> None:
     quick = profile_save(name="quick", steps=["title"])
-    assert crawl_create(data=b"http://a.example/", source_name="t", profile="quick").profile == (
-        quick
+    named = crawl_create(
+        data=b"http://a.example/", source_name="t", options=CrawlOptions(profile="quick")
     )
+    assert named.profile == quick
     assert crawl_create(data=b"http://a.example/", source_name="t").profile is None
 
     default = profile_save(name="house", steps=["headers"], is_default=True)
@@ -196,7 +197,9 @@ def test_an_unknown_profile_is_refused_naming_the_stored_ones() -> None:
     profile_save(name="quick", steps=["title"])
 
     with pytest.raises(InputError, match=r"unknown profile 'slow' \(profiles: quick\)"):
-        crawl_create(data=b"http://a.example/", source_name="t", profile="slow")
+        crawl_create(
+            data=b"http://a.example/", source_name="t", options=CrawlOptions(profile="slow")
+        )
     assert not Crawl.objects.exists()
 
 
@@ -215,7 +218,9 @@ def test_snapshot_results_carry_their_steps_behaviour_and_dependencies(live_site
     profile_save(
         name="p", steps=[{"extractor": "wget", "behaviour": "blocking"}, "dom", "readability"]
     )
-    crawl_create(data=live_site.url("/").encode(), source_name="t", profile="p")
+    crawl_create(
+        data=live_site.url("/").encode(), source_name="t", options=CrawlOptions(profile="p")
+    )
     snapshot_kind = work_types()["snapshot"]
     crawl_kind = work_types()["crawl"]
     crawl_kind.tick(claim_next(Crawl, lease_seconds=crawl_kind.lease_seconds))
@@ -246,7 +251,11 @@ def ran_and_failed_on_404(result: ArchiveResult) -> bool:
 
 def archive_with(live_site: LiveSite, path: str, steps: list) -> Snapshot:
     profile_save(name="under-test", steps=steps)
-    crawl_create(data=live_site.url(path).encode(), source_name="t", profile="under-test")
+    crawl_create(
+        data=live_site.url(path).encode(),
+        source_name="t",
+        options=CrawlOptions(profile="under-test"),
+    )
     work_off()
     return Snapshot.objects.get()
 
@@ -382,7 +391,7 @@ def test_profile_add_names_what_is_wrong_and_saves_nothing() -> None:
 
 def test_a_profile_that_a_crawl_names_is_not_removed() -> None:
     profile_save(name="quick", steps=["title"])
-    crawl_create(data=b"http://a.example/", source_name="t", profile="quick")
+    crawl_create(data=b"http://a.example/", source_name="t", options=CrawlOptions(profile="quick"))
 
     with pytest.raises(CommandError, match="profile quick is named by 1 crawl"):
         run_profile("remove", "quick")
@@ -406,7 +415,9 @@ def test_the_admin_saves_a_valid_profile_and_names_what_is_wrong(admin_client) -
 
 def test_a_profile_that_became_invalid_holds_its_crawl_with_the_reason() -> None:
     profile = profile_save(name="old", steps=["title", "headers"])
-    crawl = crawl_create(data=b"http://a.example/", source_name="t", profile="old")
+    crawl = crawl_create(
+        data=b"http://a.example/", source_name="t", options=CrawlOptions(profile="old")
+    )
     Profile.objects.filter(pk=profile.pk).update(steps=["title", "retired"])  # code changed
     crawl_kind, snapshot_kind = work_types()["crawl"], work_types()["snapshot"]
     crawl_kind.tick(claim_next(Crawl, lease_seconds=crawl_kind.lease_seconds))

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_huey import get_queue
 
+from core.services.crawls import CrawlOptions
 from core.services.profiles import profile_save
 from core.services.schedules import schedule_create, schedule_run, schedules_run_due
 from crawls.models import Crawl, CrawlSchedule, cron_next
@@ -34,7 +35,9 @@ def data_dir(settings, tmp_path: Path) -> Path:
 
 
 def hourly(**options) -> CrawlSchedule:
-    return schedule_create(cron=HOURLY, data=SEEDS, source_name="urls.txt", **options)
+    return schedule_create(
+        cron=HOURLY, data=SEEDS, source_name="urls.txt", options=CrawlOptions(**options)
+    )
 
 
 def make_due(schedule: CrawlSchedule, ago: timedelta) -> CrawlSchedule:
@@ -85,9 +88,9 @@ def test_a_new_schedule_first_runs_at_the_next_cron_time() -> None:
     [
         ({"cron": "every hour"}, "invalid cron expression 'every hour'"),
         ({"data": b"not a url"}, "no URL"),
-        ({"depth": 11}, "depth must be between 0 and 10"),
-        ({"profile": "missing"}, "unknown profile 'missing'"),
-        ({"tags": ["\x00"]}, "invalid tag"),
+        ({"options": CrawlOptions(depth=11)}, "depth must be between 0 and 10"),
+        ({"options": CrawlOptions(profile="missing")}, "unknown profile 'missing'"),
+        ({"options": CrawlOptions(tags=["\x00"])}, "invalid tag"),
     ],
 )
 def test_a_schedule_that_could_not_run_is_refused_and_nothing_saved(options, message) -> None:

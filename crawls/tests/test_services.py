@@ -11,7 +11,7 @@ from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot, Tag
-from core.services.crawls import crawl_create, crawl_seal, crawl_tick
+from core.services.crawls import CrawlOptions, crawl_create, crawl_seal, crawl_tick
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import InputError
@@ -46,7 +46,10 @@ def test_create_queues_a_crawl_of_normalized_seeds(data_dir: Path) -> None:
     user = baker.make("auth.User")
 
     crawl = crawl_create(
-        data=INPUT, source_name="urls.txt", depth=2, any_host=True, priority=4, created_by=user
+        data=INPUT,
+        source_name="urls.txt",
+        options=CrawlOptions(depth=2, any_host=True, priority=4),
+        created_by=user,
     )
 
     crawl = reloaded(crawl)
@@ -84,7 +87,7 @@ def test_create_splits_tags_on_commas_and_keeps_each_once(data_dir: Path) -> Non
     crawl = crawl_create(
         data=b"http://a.example/",
         source_name="command line",
-        tags=["news, tech", "news", " , ", "art,tech"],
+        options=CrawlOptions(tags=["news, tech", "news", " , ", "art,tech"]),
     )
 
     assert sorted(crawl.tags.values_list("name", flat=True)) == ["art", "news", "tech"]
@@ -94,7 +97,9 @@ def test_create_splits_tags_on_commas_and_keeps_each_once(data_dir: Path) -> Non
 @pytest.mark.parametrize("depth", [-1, 11, 100])
 def test_create_refuses_a_depth_out_of_range(data_dir: Path, depth: int) -> None:
     with pytest.raises(InputError, match=f"depth must be between 0 and 10, not {depth}"):
-        crawl_create(data=b"http://a.example/\n", source_name="urls.txt", depth=depth)
+        crawl_create(
+            data=b"http://a.example/\n", source_name="urls.txt", options=CrawlOptions(depth=depth)
+        )
 
     assert not Crawl.objects.exists()
     assert source_files(data_dir) == []
@@ -102,7 +107,9 @@ def test_create_refuses_a_depth_out_of_range(data_dir: Path, depth: int) -> None
 
 @pytest.mark.parametrize("depth", [0, 10])
 def test_create_accepts_the_depth_limits(data_dir: Path, depth: int) -> None:
-    crawl = crawl_create(data=b"http://a.example/\n", source_name="urls.txt", depth=depth)
+    crawl = crawl_create(
+        data=b"http://a.example/\n", source_name="urls.txt", options=CrawlOptions(depth=depth)
+    )
 
     assert crawl.depth == depth
 
@@ -121,7 +128,7 @@ def test_create_refuses_bad_input_and_saves_nothing(
     data_dir: Path, data: bytes, message: str
 ) -> None:
     with pytest.raises(InputError, match=message):
-        crawl_create(data=data, source_name="urls.txt", tags=["news"])
+        crawl_create(data=data, source_name="urls.txt", options=CrawlOptions(tags=["news"]))
 
     assert not Crawl.objects.exists()
     assert not Tag.objects.exists()
@@ -158,7 +165,7 @@ def test_create_strict_refuses_the_whole_input_for_one_bad_entry(data_dir: Path)
 
 def test_titles_and_tags_from_the_input_reach_the_root_snapshots(data_dir: Path) -> None:
     data = b'[{"url": "http://a.example/", "title": "Chosen", "tags": ["docs", "py"]}, "http://b.example/"]'
-    crawl = crawl_create(data=data, source_name="links.json", tags=["batch"])
+    crawl = crawl_create(data=data, source_name="links.json", options=CrawlOptions(tags=["batch"]))
 
     crawl_tick(crawl=crawl)
 
@@ -173,7 +180,9 @@ def test_titles_and_tags_from_the_input_reach_the_root_snapshots(data_dir: Path)
 @pytest.mark.parametrize("tag", ["x" * 101, "tab\tinside", "new\nline"])
 def test_create_refuses_an_invalid_tag(data_dir: Path, tag: str) -> None:
     with pytest.raises(InputError, match="invalid tag"):
-        crawl_create(data=b"http://a.example/", source_name="urls.txt", tags=[tag])
+        crawl_create(
+            data=b"http://a.example/", source_name="urls.txt", options=CrawlOptions(tags=[tag])
+        )
 
     assert not Crawl.objects.exists()
     assert source_files(data_dir) == []
@@ -184,7 +193,8 @@ def test_create_refuses_an_invalid_tag(data_dir: Path, tag: str) -> None:
 
 def queued_crawl(data_dir: Path, **options) -> Crawl:
     data = b"http://a.example/\nhttp://b.example/\nhttp://c.example/\n"
-    return crawl_create(data=data, source_name="urls.txt", tags=["news", "tech"], **options)
+    options = CrawlOptions(tags=["news", "tech"], **options)
+    return crawl_create(data=data, source_name="urls.txt", options=options)
 
 
 def test_tick_starts_a_queued_crawl_with_one_root_snapshot_per_seed(data_dir: Path) -> None:

@@ -1,4 +1,4 @@
-"""The admin (core/admin/snapshots.py, crawls/admin.py): every page renders, states show as badges
+"""The admin (core/admin/, crawls/admin.py): every page renders, states show as badges
 with links to output files, and nothing is edited by hand (status changes only by transitions)."""
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ and what fixity audits found."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -16,7 +17,7 @@ from rich.table import Table
 from core.management.database import require_migrated_database
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from orchestrator.diskguard import disk_usage
+from orchestrator.diskguard import DiskUsage, disk_usage
 from orchestrator.models import QueueState, QueueStatus
 from orchestrator.status import fixity_status, kind_titles, status_counts
 
@@ -36,83 +37,124 @@ class Command(BaseCommand):
 
     def handle(self, *args, as_json: bool, **options):
         require_migrated_database()
-        counts = status_counts()
-        fixity = fixity_status()
-        queue = QueueState.current()
-        held_crawls = list(
-            Crawl.objects.filter(status=CrawlStatus.HELD)
-            .order_by("pk")
-            .values("id", "hold_reason")[:HELD_SHOWN]
-        )
-        try:
-            disk = disk_usage()
-        except OSError as error:
-            reason = f"Cannot measure the disk holding {settings.DATA_DIR}: {error}"
-            raise CommandError(reason) from None
+        status = _gather()
         if as_json:
-            guard = {
-                "path": str(disk.path),
-                "used_percent": round(disk.used_percent, 1),
-                "hold_percent": disk.hold_percent,
-                "held": disk.held,
-            }
-            last = fixity["last_checked_at"]
-            fixity = {**fixity, "last_checked_at": last.isoformat() if last else None}
-            since = queue.held_since.isoformat() if queue.held_since else None
-            hold = {
-                "held": queue.status == QueueStatus.HELD,
-                "since": since,
-                "reason": queue.reason,
-            }
-            document = {
-                "data_dir": str(settings.DATA_DIR), "queue": hold, "disk_guard": guard, **counts,
-                "fixity": fixity, "held_crawls": held_crawls,
-            }  # fmt: skip
-            self.stdout.write(json.dumps(document))
-            return
-        console = Console(file=self.stdout._out, highlight=False)
-        console.print(f"Data folder: {settings.DATA_DIR}")
-        style = "bold red" if disk.held else ""
-        console.print(disk.describe().capitalize(), style=style, soft_wrap=True)
-        if queue.status == QueueStatus.HELD:
-            console.print(
-                f"The {queue}: nothing is claimed (manage.py release --queue).",
-                style="bold red",
-                soft_wrap=True,
-            )
-        # One table, so that every section's numbers line up in one column.
-        table = Table(show_header=False, box=None, padding=(0, 1, 0, 0))
-        titles = kind_titles()
-        for kind, states in counts.items():
-            _section(table, titles[kind], states.items())
-        _section(
-            table,
-            "fixity",
-            [
-                ("flagged snapshots", fixity["flagged"]),
-                ("never checked", fixity["unchecked"]),
-                ("last check", _when(fixity["last_checked_at"])),
-            ],
+            self.stdout.write(json.dumps(_document(status)))
+        else:
+            _print(Console(file=self.stdout._out, highlight=False), status)
+
+
+@dataclass(frozen=True)
+class _Status:
+    """What ``status`` shows: counts per kind and state (orchestrator.status.status_counts),
+    fixity_status()'s summary, the queue's hold, the first held crawls (id, hold_reason) and the
+    disk guard's reading."""
+
+    counts: dict[str, dict[str, int]]
+    fixity: dict
+    queue: QueueState
+    held_crawls: list[dict]
+    disk: DiskUsage
+
+
+def _gather() -> _Status:
+    """Read everything ``status`` shows; raise CommandError when the disk holding DATA_DIR
+    cannot be measured."""
+    counts = status_counts()
+    fixity = fixity_status()
+    queue = QueueState.current()
+    held_crawls = list(
+        Crawl.objects.filter(status=CrawlStatus.HELD)
+        .order_by("pk")
+        .values("id", "hold_reason")[:HELD_SHOWN]
+    )
+    try:
+        disk = disk_usage()
+    except OSError as error:
+        reason = f"Cannot measure the disk holding {settings.DATA_DIR}: {error}"
+        raise CommandError(reason) from None
+    return _Status(counts, fixity, queue, held_crawls, disk)
+
+
+def _document(status: _Status) -> dict:
+    """``status --json``'s document: times in ISO 8601, None where there is none."""
+    disk, queue = status.disk, status.queue
+    guard = {
+        "path": str(disk.path),
+        "used_percent": round(disk.used_percent, 1),
+        "hold_percent": disk.hold_percent,
+        "held": disk.held,
+    }
+    last = status.fixity["last_checked_at"]
+    fixity = {**status.fixity, "last_checked_at": last.isoformat() if last else None}
+    since = queue.held_since.isoformat() if queue.held_since else None
+    hold = {
+        "held": queue.status == QueueStatus.HELD,
+        "since": since,
+        "reason": queue.reason,
+    }
+    return {
+        "data_dir": str(settings.DATA_DIR), "queue": hold, "disk_guard": guard, **status.counts,
+        "fixity": fixity, "held_crawls": status.held_crawls,
+    }  # fmt: skip
+
+
+def _print(console: Console, status: _Status) -> None:
+    """Print ``status`` for a person: where and how full, the table, then what needs doing."""
+    _print_header(console, status.disk, status.queue)
+    console.print(_table(status.counts, status.fixity))
+    _print_notes(console, status.held_crawls, status.fixity["flagged"])
+
+
+def _print_header(console: Console, disk: DiskUsage, queue: QueueState) -> None:
+    console.print(f"Data folder: {settings.DATA_DIR}")
+    style = "bold red" if disk.held else ""
+    console.print(disk.describe().capitalize(), style=style, soft_wrap=True)
+    if queue.status == QueueStatus.HELD:
+        console.print(
+            f"The {queue}: nothing is claimed (manage.py release --queue).",
+            style="bold red",
+            soft_wrap=True,
         )
-        console.print(table)
-        for crawl in held_crawls:
-            reason = crawl["hold_reason"] or "held by an operator"
-            console.print(f"Crawl {crawl['id']} is held: {reason}.", soft_wrap=True)
-        if not settings.STORAGE_TARGETS:
-            console.print(
-                "No storage targets configured (STORAGE_TARGETS): snapshots are kept in "
-                "DATA_DIR only.",
-                soft_wrap=True,
-            )
-        flagged = fixity["flagged"]
-        if flagged:
-            console.print(
-                f"{flagged} snapshot{'s' if flagged != 1 else ''} flagged by fixity audits: "
-                "manage.py verify --all, then manage.py restore --flagged (from a storage copy) "
-                "or manage.py rearchive --flagged",
-                style="bold red",
-                soft_wrap=True,
-            )
+
+
+def _table(counts: dict[str, dict[str, int]], fixity: dict) -> Table:
+    """One table, so that every section's numbers line up in one column."""
+    table = Table(show_header=False, box=None, padding=(0, 1, 0, 0))
+    titles = kind_titles()
+    for kind, states in counts.items():
+        _section(table, titles[kind], states.items())
+    _section(
+        table,
+        "fixity",
+        [
+            ("flagged snapshots", fixity["flagged"]),
+            ("never checked", fixity["unchecked"]),
+            ("last check", _when(fixity["last_checked_at"])),
+        ],
+    )
+    return table
+
+
+def _print_notes(console: Console, held_crawls: list[dict], flagged: int) -> None:
+    """Say why each held crawl is held, that no storage target copies the archive, and what to
+    do about snapshots fixity audits flagged."""
+    for crawl in held_crawls:
+        reason = crawl["hold_reason"] or "held by an operator"
+        console.print(f"Crawl {crawl['id']} is held: {reason}.", soft_wrap=True)
+    if not settings.STORAGE_TARGETS:
+        console.print(
+            "No storage targets configured (STORAGE_TARGETS): snapshots are kept in DATA_DIR only.",
+            soft_wrap=True,
+        )
+    if flagged:
+        console.print(
+            f"{flagged} snapshot{'s' if flagged != 1 else ''} flagged by fixity audits: "
+            "manage.py verify --all, then manage.py restore --flagged (from a storage copy) "
+            "or manage.py rearchive --flagged",
+            style="bold red",
+            soft_wrap=True,
+        )
 
 
 def _section(table: Table, title: str, rows) -> None:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
+from core.models.preservation import LOCAL, FixityCheck
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.diskguard import disk_held
 from orchestrator.models import WorkItem, WorkQuerySet
@@ -65,23 +66,17 @@ class SnapshotQuerySet(WorkQuerySet):
 
     def flagged(self) -> SnapshotQuerySet:
         """Snapshots whose latest conclusive fixity check of some copy found it damaged."""
-        from core.models.preservation import FixityCheck
-
         damaged = FixityCheck.objects.flagged().filter(snapshot=OuterRef("pk"))
         return self.filter(Exists(damaged))
 
     def unchecked(self) -> SnapshotQuerySet:
         """Sealed snapshots that no fixity check has read conclusively, at any location."""
-        from core.models.preservation import FixityCheck
-
         conclusive = FixityCheck.objects.conclusive().filter(snapshot=OuterRef("pk"))
         return self.filter(status=SnapshotStatus.SEALED).exclude(Exists(conclusive))
 
     def audit_due(self, checked_before) -> SnapshotQuerySet:
         """Sealed snapshots with no conclusive check of their local copy since ``checked_before``
         (a datetime), the earliest sealed first."""
-        from core.models.preservation import LOCAL, FixityCheck
-
         recent = FixityCheck.objects.conclusive().filter(
             snapshot=OuterRef("pk"), location=LOCAL, checked_at__gte=checked_before
         )

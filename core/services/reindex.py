@@ -209,23 +209,7 @@ def _restore_all(
     created_crawls: list[int] = []
     orphans: dict[uuid.UUID, uuid.UUID] = {}
     for start in range(0, len(plan), BATCH_SIZE):
-        batch = plan[start : start + BATCH_SIZE]
-        existing = _existing_snapshots(planned.snapshot_id for planned in batch)
-        entries = []
-        for planned in batch:
-            if planned.snapshot_id in existing:
-                report.already_indexed += 1
-                continue
-            try:
-                entry = read_folder(planned.folder)
-            except InvalidIndex as problem:  # changed since it was read
-                report.problems.append((str(planned.folder), str(problem)))
-                continue
-            if entry.snapshot["crawl_id"] != planned.crawl_id:
-                reason = f"{INDEX_NAME} changed while reindexing: run reindex again"
-                report.problems.append((str(planned.folder), reason))
-                continue
-            entries.append(entry)
+        entries = _read_batch(plan[start : start + BATCH_SIZE], report)
         for restored in _restore_entries(entries, crawls, planned_ids):
             report.snapshots += restored.snapshots
             report.results += restored.results
@@ -237,6 +221,28 @@ def _restore_all(
         progress("restoring", min(start + BATCH_SIZE, len(plan)), len(plan))
     _link_orphans(orphans)
     return created_crawls
+
+
+def _read_batch(batch: list[_Planned], report: ReindexReport) -> list[FolderIndex]:
+    """Read again the folders of ``batch`` that are not in the database; count those that are
+    in ``report`` and name there those that changed since they were planned."""
+    existing = _existing_snapshots(planned.snapshot_id for planned in batch)
+    entries = []
+    for planned in batch:
+        if planned.snapshot_id in existing:
+            report.already_indexed += 1
+            continue
+        try:
+            entry = read_folder(planned.folder)
+        except InvalidIndex as problem:  # changed since it was read
+            report.problems.append((str(planned.folder), str(problem)))
+            continue
+        if entry.snapshot["crawl_id"] != planned.crawl_id:
+            reason = f"{INDEX_NAME} changed while reindexing: run reindex again"
+            report.problems.append((str(planned.folder), reason))
+            continue
+        entries.append(entry)
+    return entries
 
 
 def _existing_snapshots(ids: Iterable[uuid.UUID | None]) -> set[uuid.UUID]:
@@ -271,11 +277,38 @@ def _restore_entries(
 def _restore_batch(
     entries: list[FolderIndex], crawls: dict[int, CrawlRecord], planned_ids: set[uuid.UUID]
 ) -> _Restored:
-    """Create the rows of ``entries`` (call inside a transaction)."""
+    """Create the rows of ``entries`` (call inside a transaction): the crawls new to the
+    database, the snapshots with their tags, and their results. Entries already in the database
+    are counted, those that conflict with its rows named as problems."""
     restored = _Restored()
     existing = _existing_snapshots(entry.snapshot["id"] for entry in entries)
     restored.already_indexed = sum(entry.snapshot["id"] in existing for entry in entries)
     entries = [entry for entry in entries if entry.snapshot["id"] not in existing]
+    accepted, new_crawls = _accept(entries, crawls, restored.problems)
+    names = {name for record in new_crawls for name in record.tags}
+    tag_ids = _tag_ids(names | {name for entry in accepted for name in entry.tags})
+    _create_crawls(new_crawls, tag_ids)
+    snapshots = _create_snapshots(accepted, tag_ids, planned_ids, restored.orphans)
+    results = [
+        ArchiveResult(snapshot_id=entry.snapshot["id"], retry_at=None, **values)
+        for entry in accepted
+        for values in entry.results
+    ]
+    ArchiveResult.objects.bulk_create(results, batch_size=BATCH_SIZE)
+    sealed = Snapshot.objects.filter(pk__in=[s.pk for s in snapshots], status=SnapshotStatus.SEALED)
+    for snapshot in sealed:
+        snapshot_index_text(snapshot=snapshot)  # found by search again
+    restored.snapshots, restored.results = len(snapshots), len(results)
+    restored.crawls = [record.id for record in new_crawls]
+    return restored
+
+
+def _accept(
+    entries: list[FolderIndex], crawls: dict[int, CrawlRecord], problems: list[tuple[str, str]]
+) -> tuple[list[FolderIndex], list[CrawlRecord]]:
+    """Return the ``entries`` that can join the database and the crawls to create for them
+    (those not in it yet); append ``(folder, reason)`` to ``problems`` for each entry that
+    cannot (_conflict)."""
     crawl_ids = {entry.snapshot["crawl_id"] for entry in entries}
     crawls_in_db = dict(Crawl.objects.filter(pk__in=crawl_ids).values_list("pk", "created_at"))
     urls = [entry.snapshot["url"] for entry in entries]
@@ -286,31 +319,44 @@ def _restore_batch(
     for entry in entries:
         problem = _conflict(entry, crawls[entry.snapshot["crawl_id"]], crawls_in_db, taken)
         if problem:
-            restored.problems.append((str(entry.folder), problem))
+            problems.append((str(entry.folder), problem))
             continue
         taken.add((entry.snapshot["crawl_id"], entry.snapshot["url"]))
         accepted.append(entry)
-
     new_crawls = [crawls[pk] for pk in sorted(crawl_ids - crawls_in_db.keys())]
     new_crawls = [c for c in new_crawls if any(e.snapshot["crawl_id"] == c.id for e in accepted)]
-    names = {name for record in new_crawls for name in record.tags}
-    tag_ids = _tag_ids(names | {name for entry in accepted for name in entry.tags})
-    Crawl.objects.bulk_create([_crawl_row(record) for record in new_crawls])
+    return accepted, new_crawls
+
+
+def _create_crawls(records: list[CrawlRecord], tag_ids: dict[str, int]) -> None:
+    """Create the crawls of ``records``, sealed, with their tags (``tag_ids``: {name: id})."""
+    Crawl.objects.bulk_create([_crawl_row(record) for record in records])
     Crawl.tags.through.objects.bulk_create(
         [
             Crawl.tags.through(crawl_id=record.id, tag_id=tag_ids[name])
-            for record in new_crawls
+            for record in records
             for name in record.tags
         ]
     )
-    in_batch = {entry.snapshot["id"] for entry in accepted}
-    parents = {entry.parent_id for entry in accepted if entry.parent_id}
+
+
+def _create_snapshots(
+    entries: list[FolderIndex],
+    tag_ids: dict[str, int],
+    planned_ids: set[uuid.UUID],
+    orphans: dict[uuid.UUID, uuid.UUID],
+) -> list[Snapshot]:
+    """Create the snapshots of ``entries`` with their tags; return them. A snapshot whose
+    parent is neither in the database nor in ``entries`` gets none; if that parent is still to
+    be restored (in ``planned_ids``), ``orphans`` gains ``{snapshot id: parent id}``."""
+    in_batch = {entry.snapshot["id"] for entry in entries}
+    parents = {entry.parent_id for entry in entries if entry.parent_id}
     present = in_batch | _existing_snapshots(parents - in_batch)
     snapshots = []
-    for entry in accepted:
+    for entry in entries:
         parent = entry.parent_id if entry.parent_id in present else None
         if entry.parent_id and parent is None and entry.parent_id in planned_ids:
-            restored.orphans[entry.snapshot["id"]] = entry.parent_id
+            orphans[entry.snapshot["id"]] = entry.parent_id
         snapshots.append(
             Snapshot(
                 **entry.snapshot,
@@ -325,22 +371,11 @@ def _restore_batch(
     Snapshot.tags.through.objects.bulk_create(
         [
             Snapshot.tags.through(snapshot_id=entry.snapshot["id"], tag_id=tag_ids[name])
-            for entry in accepted
+            for entry in entries
             for name in entry.tags
         ]
     )
-    results = [
-        ArchiveResult(snapshot_id=entry.snapshot["id"], retry_at=None, **values)
-        for entry in accepted
-        for values in entry.results
-    ]
-    ArchiveResult.objects.bulk_create(results, batch_size=BATCH_SIZE)
-    sealed = Snapshot.objects.filter(pk__in=[s.pk for s in snapshots], status=SnapshotStatus.SEALED)
-    for snapshot in sealed:
-        snapshot_index_text(snapshot=snapshot)  # found by search again
-    restored.snapshots, restored.results = len(snapshots), len(results)
-    restored.crawls = [record.id for record in new_crawls]
-    return restored
+    return snapshots
 
 
 def _conflict(

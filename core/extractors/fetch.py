@@ -28,7 +28,13 @@ from core.extractors.errors import (
     timeout_reason,
     too_large_reason,
 )
-from core.extractors.process import OutputLimit, binary_version, find_binary, run_command
+from core.extractors.process import (
+    CommandResult,
+    OutputLimit,
+    binary_version,
+    find_binary,
+    run_command,
+)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -87,34 +93,10 @@ def fetch(
     curl = find_binary("curl")
     if curl is None:
         raise LookupError("curl not found")
-    cmd = [
-        curl,
-        "-q",  # first, or it is not read: no ~/.curlrc, which could set a proxy or noproxy
-        "--silent",
-        "--show-error",
-        "--location",
-        "--max-redirs", "10",
-        "--max-time", str(timeout),
-        "--max-filesize", str(settings.MAX_DOWNLOAD_BYTES),
-        "--user-agent", user_agent or settings.USER_AGENT,
-        "--compressed",
-        "--suppress-connect-headers",  # the egress proxy's tunnel answer is not the page's
-        "--output", str(body_path),
-        "--write-out", "%{json}",
-    ]  # fmt: skip
     dump = headers_path or body_path.with_name(body_path.name + ".headers")
-    cmd += ["--dump-header", str(dump), *arguments, url]
+    cmd = _curl_command(curl, url, body_path, dump, timeout, user_agent, arguments)
     try:
-        # Give curl's own --max-time a moment to fire before the group is killed from outside.
-        done = run_command(
-            cmd,
-            cwd=body_path.parent,
-            timeout=timeout + 5,
-            log_path=log_path,
-            capture_stdout=True,
-            limit=download_limit(body_path.parent),
-        )
-        _, fields = final_response(read_header_text(dump))
+        done, fields = _run_curl(cmd, body_path, dump, timeout, log_path)
     finally:
         if headers_path is None:
             dump.unlink(missing_ok=True)
@@ -128,12 +110,71 @@ def fetch(
         retry_after=parse_retry_after(header(fields, "Retry-After")),
         refusals=done.refusals,
     )
+    _judge(result, done, url, timeout)
+    return result
+
+
+def _curl_command(
+    curl: str,
+    url: str,
+    body_path: Path,
+    dump: Path,
+    timeout: float,
+    user_agent: str,
+    arguments: Sequence[str],
+) -> list[str]:
+    """Return the curl command line that GETs ``url`` as ``fetch`` says, its body into
+    ``body_path`` and its header dump into ``dump``."""
+    return [
+        curl,
+        "-q",  # first, or it is not read: no ~/.curlrc, which could set a proxy or noproxy
+        "--silent",
+        "--show-error",
+        "--location",
+        "--max-redirs", "10",
+        "--max-time", str(timeout),
+        "--max-filesize", str(settings.MAX_DOWNLOAD_BYTES),
+        "--user-agent", user_agent or settings.USER_AGENT,
+        "--compressed",
+        "--suppress-connect-headers",  # the egress proxy's tunnel answer is not the page's
+        "--output", str(body_path),
+        "--write-out", "%{json}",
+        "--dump-header", str(dump),
+        *arguments,
+        url,
+    ]  # fmt: skip
+
+
+def _run_curl(
+    cmd: list[str], body_path: Path, dump: Path, timeout: float, log_path: Path
+) -> tuple[CommandResult, dict[str, str]]:
+    """Run ``cmd`` beside ``body_path``, bounded by ``download_limit`` and ``timeout``
+    (seconds); return how it ended and the final response's header fields, read from
+    ``dump``."""
+    # Give curl's own --max-time a moment to fire before the group is killed from outside.
+    done = run_command(
+        cmd,
+        cwd=body_path.parent,
+        timeout=timeout + 5,
+        log_path=log_path,
+        capture_stdout=True,
+        limit=download_limit(body_path.parent),
+    )
+    _, fields = final_response(read_header_text(dump))
+    return done, fields
+
+
+def _judge(result: FetchResult, done: CommandResult, url: str, timeout: float) -> None:
+    """Set ``result``'s outcome and error from how curl ended (``done``): a timeout or a body
+    too large first, then curl's exit code, the final HTTP status, and what the egress proxy
+    refused or could not reach. Status, type and final URL are read from curl's write-out,
+    except after a timeout or a body too large."""
     if done.timed_out:
         result.outcome, result.error = timeout_reason("curl", timeout)
-        return result
+        return
     if done.too_large:
         result.outcome, result.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
-        return result
+        return
     _read_write_out(result, done.stdout)
     result.outcome, result.error = classify_curl_exit(done.exit_code)
     if result.outcome is Outcome.SUCCEEDED and result.http_status is not None:
@@ -145,7 +186,6 @@ def fetch(
         # curl fetched only the URL and its redirects, through the egress proxy: what the proxy
         # met is why it failed, not the 403 or 502 it answered curl with.
         result.outcome, result.error = failure
-    return result
 
 
 def _read_write_out(result: FetchResult, stdout: str) -> None:

@@ -4,13 +4,21 @@ An extractor is a small class: a ``name``, the ``binaries`` it needs, a ``timeou
 ``should_run(snapshot)`` and ``run(snapshot, out_dir)``. Extractors never touch the database:
 ``run`` writes files into ``out_dir`` (a fresh temporary folder that the caller moves into place
 only on success) and returns an ``ExtractorOutput``; the caller records the ArchiveResult.
+
+Each class also declares what it leaves behind, for the modules that read a snapshot folder
+(they ask core/extractors/registry.py, never an extractor's module): ``main_output`` (a file,
+a folder or a value), ``outputs`` (files whose format the integrity check verifies),
+``shown_as`` and ``index_image`` (how the public pages show the main output), ``search_text``
+(the file whose text full-text search indexes) and ``gives_title``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from django.conf import settings
 
@@ -54,8 +62,55 @@ class ExtractorOutput:
         self.cmd = redact_command(self.cmd)
 
 
+class Format(StrEnum):
+    """A file format core/folder/formats.py verifies, named by an ``Output``."""
+
+    WARC = "warc"  # every record parses to its end and its digests match
+    PNG = "png"  # every chunk's CRC holds and the file ends with IEND
+    PDF = "pdf"  # ends in %%EOF and its pages can be listed
+    JSON = "json"  # parses as JSON
+    UTF8 = "utf-8"  # text or HTML: decodes as UTF-8
+
+
+class MainOutput(StrEnum):
+    """What a result's ``output`` names: a file or a folder in the extractor's folder, or a
+    value that is no file (the title)."""
+
+    FILE = "file"
+    DIRECTORY = "directory"
+    VALUE = "value"
+
+
+class ShownAs(StrEnum):
+    """How a snapshot's page shows a succeeded result's main output."""
+
+    LINK = "link"  # a link that opens the file
+    IMAGE = "image"  # the image itself
+    VALUE = "value"  # the output's text (the title)
+
+
+# A check of one file: its problems, [] when sound. Raises OSError when the file cannot be read.
+FileCheck = Callable[[Path], list[str]]
+
+
+@dataclass(frozen=True)
+class Output:
+    """A file an extractor writes in a known format, which must not be empty and is verified.
+
+    ``path`` is relative to the extractor's folder; a pattern (fnmatch, where ``*`` spans
+    folders: ``warc/*.warc.gz``) stands for every file it matches. ``check`` is a ``Format``,
+    or a ``FileCheck`` of the extractor's own for a format core/folder/formats.py does not
+    know. Files an extractor writes that are not declared (logs, a site's own bytes) may be
+    empty and are checked for existence only.
+    """
+
+    path: str
+    check: Format | FileCheck
+
+
 class Extractor:
-    """Base class: subclasses set ``name`` and ``binaries`` and implement ``run``."""
+    """Base class: subclasses set ``name`` and ``binaries``, implement ``run``, and declare
+    what they leave behind (``main_output`` to ``gives_title``, where the defaults fit most)."""
 
     name: ClassVar[str]
     binaries: ClassVar[tuple[str, ...]] = ()
@@ -65,6 +120,17 @@ class Extractor:
     depends_on: ClassVar[tuple[str, ...]] = ()
     # False when the ``arguments`` option cannot apply (core/checks.py rejects it then).
     takes_arguments: ClassVar[bool] = True
+    main_output: ClassVar[MainOutput] = MainOutput.FILE
+    outputs: ClassVar[tuple[Output, ...]] = ()
+    shown_as: ClassVar[ShownAs] = ShownAs.LINK
+    # Where the archive's index shows the main output, an image, beside each snapshot.
+    index_image: ClassVar[Literal["favicon", "thumbnail"] | None] = None
+    # The file (relative to the extractor's folder) whose text search indexes; of several
+    # extractors that give one, the existing file of the highest priority is read.
+    search_text: ClassVar[str | None] = None
+    search_text_priority: ClassVar[int] = 0
+    # True when ``output`` is the page's title (the snapshot's, unless its input named one).
+    gives_title: ClassVar[bool] = False
 
     @property
     def options(self) -> dict:

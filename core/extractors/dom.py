@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.extractors.base import Format, Output
 from core.extractors.rendering import ChromiumExtractor
 
 OUTPUT_HTML = "output.html"
@@ -15,6 +16,7 @@ class DomExtractor(ChromiumExtractor):
     """Serialize the rendered document (what scripts added included) to output.html, UTF-8."""
 
     name = "dom"
+    outputs = (Output(OUTPUT_HTML, Format.UTF8),)
 
     def capture(self, page, out_dir: Path) -> str:
         """Write output.html: the document's markup as the browser holds it, UTF-8.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit, urlunsplit
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.base import Extractor, ExtractorOutput, HasURL, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch
 from core.extractors.page import Page, fetch_page, output_from_fetch, remove, unavailable
@@ -77,6 +77,9 @@ class FaviconExtractor(Extractor):
 
     name = "favicon"
     binaries = ("curl",)
+    # No declared outputs: the icon is the site's own bytes, checked for existence only.
+    shown_as = ShownAs.IMAGE
+    index_image = "favicon"
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Write favicon.<ext> into ``out_dir``; SKIPPED, with every candidate's fate, if none."""

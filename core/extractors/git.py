@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.base import Extractor, ExtractorOutput, HasURL, MainOutput
 from core.extractors.errors import (
     Outcome,
     classify_http_status,
@@ -216,6 +216,7 @@ class GitExtractor(Extractor):
 
     name = "git"
     binaries = ("git",)
+    main_output = MainOutput.DIRECTORY  # the mirror; its files are git's own, not checked
 
     def should_run(self, snapshot: HasURL) -> tuple[bool, str]:
         """Run on any http(s) URL with git installed; ``run`` finds out whether it is a

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.base import Extractor, ExtractorOutput, Format, HasURL, Output
 from core.extractors.errors import Outcome
 from core.extractors.fetch import fetch
 from core.extractors.page import output_from_fetch, remove, unavailable
@@ -19,6 +19,7 @@ class HeadersExtractor(Extractor):
 
     name = "headers"
     binaries = ("curl",)
+    outputs = (Output(HEADERS_JSON, Format.JSON),)
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Write headers.txt and headers.json into ``out_dir``; output is "headers.json"."""

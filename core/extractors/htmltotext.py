@@ -6,7 +6,7 @@ from pathlib import Path
 
 from inscriptis import get_text
 
-from core.extractors.base import ExtractorOutput
+from core.extractors.base import ExtractorOutput, Format, Output
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
 from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
@@ -18,6 +18,8 @@ class HtmlToTextExtractor(HtmlPageExtractor):
     """GET the page with curl and convert its HTML to plain UTF-8 text (output.txt)."""
 
     name = "htmltotext"
+    outputs = (Output(OUTPUT_TXT, Format.UTF8),)
+    search_text = OUTPUT_TXT  # the whole page's text: readability's article comes first
 
     def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
         """Write output.txt into ``out_dir``; a page without any text is skipped."""

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from urllib.parse import urldefrag, urlsplit
 
-from core.extractors.base import ExtractorOutput
+from core.extractors.base import ExtractorOutput, Format, Output
 from core.extractors.fetch import FetchResult
 from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
 
@@ -36,6 +36,7 @@ class OutlinksExtractor(HtmlPageExtractor):
     """GET the page with curl and list its links (outlinks.json); facts = {"outlinks": [...]}."""
 
     name = "outlinks"
+    outputs = (Output(OUTLINKS_JSON, Format.JSON),)
 
     def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
         """Write outlinks.json (a JSON list of URLs) into ``out_dir``; no links is still success."""

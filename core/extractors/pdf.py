@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.extractors.base import Format, Output
 from core.extractors.rendering import ChromiumExtractor
 
 OUTPUT_PDF = "output.pdf"
@@ -13,6 +14,7 @@ class PdfExtractor(ChromiumExtractor):
     """Print the page to output.pdf (A4, backgrounds printed), as Chromium's print does."""
 
     name = "pdf"
+    outputs = (Output(OUTPUT_PDF, Format.PDF),)
 
     def capture(self, page, out_dir: Path) -> str:
         """Write output.pdf (the page's print media styles apply)."""

@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 import lxml.html
 from inscriptis import get_text
 
-from core.extractors.base import ExtractorOutput, HasURL
+from core.extractors.base import ExtractorOutput, Format, HasURL, Output
 from core.extractors.dom import DOM_PATH
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
@@ -188,6 +188,14 @@ class ReadabilityExtractor(HtmlPageExtractor):
 
     name = "readability"  # binaries: curl, for the fetch when there is no saved DOM
     depends_on = ("dom",)
+    outputs = (
+        Output(ARTICLE_JSON, Format.JSON),
+        Output(CONTENT_HTML, Format.UTF8),
+        Output(CONTENT_TXT, Format.UTF8),
+    )
+    # The article without the page's menus and footers: searched before htmltotext's text.
+    search_text = CONTENT_TXT
+    search_text_priority = 1
 
     def should_run(self, snapshot: HasURL) -> tuple[bool, str]:
         """Run when enabled and either the DOM is saved or curl is installed.

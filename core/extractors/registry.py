@@ -1,4 +1,9 @@
-"""The extractors Vellum runs, in order (DESIGN.md §4); register a new one here."""
+"""The extractors Vellum runs, in order (DESIGN.md §4); register a new one here.
+
+Registering is all a new extractor needs beyond its own module: the integrity check, the public
+pages, search and finalizing read what each one declares (core/extractors/base.py) from
+``EXTRACTORS`` and ``find_extractor`` when they run.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +48,11 @@ def get_extractor(name: str) -> Extractor:
         return BY_NAME[name]
     except KeyError:
         raise KeyError(f"unknown extractor {name!r} (known: {', '.join(BY_NAME)})") from None
+
+
+def find_extractor(name: str) -> Extractor | None:
+    """Return the registered extractor called ``name``, or None (a result of one removed since)."""
+    return BY_NAME.get(name)
 
 
 def default_profile() -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.extractors.base import Format, Output, ShownAs
 from core.extractors.rendering import ChromiumExtractor
 
 SCREENSHOT_PNG = "screenshot.png"
@@ -16,6 +17,9 @@ class ScreenshotExtractor(ChromiumExtractor):
     """Render the page at 1280 px wide and save all of it (up to MAX_HEIGHT) as screenshot.png."""
 
     name = "screenshot"
+    outputs = (Output(SCREENSHOT_PNG, Format.PNG),)
+    shown_as = ShownAs.IMAGE
+    index_image = "thumbnail"
 
     def capture(self, page, out_dir: Path) -> str:
         """Write screenshot.png (PNG, 1280 px wide, as tall as the page up to MAX_HEIGHT)."""

@@ -19,7 +19,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from core.extractors.base import ExtractorOutput, HasURL
+from core.extractors.base import ExtractorOutput, Format, HasURL, Output
 from core.extractors.errors import Outcome, timeout_reason
 from core.extractors.fetch import fetch, header
 from core.extractors.page import remove, unavailable
@@ -64,6 +64,7 @@ class SingleFileExtractor(ChromiumExtractor):
 
     name = "singlefile"
     binaries = ("single-file", "chromium")
+    outputs = (Output(OUTPUT_HTML, Format.UTF8),)
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Write singlefile.html into ``out_dir``.

@@ -6,19 +6,24 @@ from pathlib import Path
 
 from bs4 import Tag
 
-from core.extractors.base import ExtractorOutput
+from core.extractors.base import ExtractorOutput, Format, MainOutput, Output, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
 from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
 
 # Longest title kept, in characters: longer ones are page text someone put in <title>.
 MAX_TITLE_CHARS = 512
+TITLE_TXT = "title.txt"
 
 
 class TitleExtractor(HtmlPageExtractor):
     """GET the page with curl and read its <title>; write title.txt, output the title itself."""
 
     name = "title"
+    main_output = MainOutput.VALUE
+    outputs = (Output(TITLE_TXT, Format.UTF8),)
+    shown_as = ShownAs.VALUE
+    gives_title = True
 
     def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
         """Write title.txt into ``out_dir``; facts = {"title": the title}."""
@@ -28,7 +33,7 @@ class TitleExtractor(HtmlPageExtractor):
         title = " ".join(tag.get_text().split())[:MAX_TITLE_CHARS]
         if not title:
             return output_from_fetch(result, Outcome.SKIPPED, "page has an empty <title>")
-        (out_dir / "title.txt").write_text(title + "\n", encoding="utf-8")
+        (out_dir / TITLE_TXT).write_text(title + "\n", encoding="utf-8")
         return output_from_fetch(result, output=title, facts={"title": title})
 
 

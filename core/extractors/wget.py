@@ -9,12 +9,13 @@ from pathlib import Path
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
-from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.base import Extractor, ExtractorOutput, Format, HasURL, Output
 from core.extractors.errors import Outcome, classify_wget_exit, egress_failure
 from core.extractors.fetch import parse_retry_after
 from core.extractors.page import unavailable
 
-WARC_PATH = "warc/archive.warc.gz"
+WARC_DIR = "warc"  # core/folder/wacz.py packages <extractor>/warc/*.warc[.gz]
+WARC_PATH = f"{WARC_DIR}/archive.warc.gz"
 NETWORK_TIMEOUT_MARGIN = 5  # seconds
 # wget --no-verbose logs a saved file as: <date> <time> URL:<url> [<size>] -> "<path>" [1]
 SAVED_LINE = re.compile(r' URL:\S+ \[[^\]]*\] -> "(?P<path>[^"]+)" \[\d+\]$')
@@ -77,6 +78,10 @@ class WgetExtractor(Extractor):
 
     name = "wget"
     binaries = ("wget",)
+    outputs = (
+        Output(f"{WARC_DIR}/*.warc.gz", Format.WARC),
+        Output(f"{WARC_DIR}/*.warc", Format.WARC),
+    )
 
     def command(self, wget: str, url: str) -> list[str]:
         """Return the wget command line for ``url``, to run in the output folder."""

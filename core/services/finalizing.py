@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.choices import ResultStatus
-from core.extractors.registry import get_extractor
+from core.extractors.registry import find_extractor, get_extractor
 from core.folder.index_json import snapshot_index, write_index
 from core.folder.integrity import check_snapshot
 from core.folder.manifest import TEMP_PREFIX, write_manifest
@@ -203,8 +203,10 @@ def _given_title(snapshot: Snapshot) -> str:
 
 
 def _title_from(results: list[ArchiveResult]) -> str:
+    """The output of the first succeeded result whose extractor ``gives_title``, else ""."""
     for result in results:
-        if result.extractor == "title" and result.status == ResultStatus.SUCCEEDED:
+        extractor = find_extractor(result.extractor)
+        if extractor and extractor.gives_title and result.status == ResultStatus.SUCCEEDED:
             return result.output
     return ""
 

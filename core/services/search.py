@@ -13,8 +13,7 @@ import re
 
 from django.db import connection
 
-from core.extractors.htmltotext import OUTPUT_TXT
-from core.extractors.readability import CONTENT_TXT
+from core.extractors import registry
 from core.models import Snapshot, SnapshotText
 
 logger = logging.getLogger(__name__)
@@ -22,14 +21,22 @@ logger = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 200_000  # of a page's text kept for search: the first ~50 pages of a book
 MAX_RESULTS = 1000  # matches ranked for one query
 WORD = re.compile(r"\w+", re.UNICODE)
-# Where the page's text is, best first: readability's article, else htmltotext's whole page.
-TEXT_SOURCES = (f"readability/{CONTENT_TXT}", f"htmltotext/{OUTPUT_TXT}")
+
+
+def text_sources() -> list[str]:
+    """Where a snapshot's page text may be, relative to its folder, best first: the
+    ``search_text`` of each registered extractor that gives one, by ``search_text_priority``
+    (highest first; the registry's order among equals). For the default registry that is
+    readability's article, then htmltotext's whole page."""
+    givers = [extractor for extractor in registry.EXTRACTORS if extractor.search_text]
+    givers.sort(key=lambda extractor: -extractor.search_text_priority)  # stable: keeps order
+    return [f"{extractor.name}/{extractor.search_text}" for extractor in givers]
 
 
 def snapshot_index_text(*, snapshot: Snapshot) -> SnapshotText:
     """Write (or rewrite) ``snapshot``'s row of the search index from its folder and record."""
     text = ""
-    for relative in TEXT_SOURCES:
+    for relative in text_sources():
         path = snapshot.output_dir / relative
         if path.is_file():
             with open(path, encoding="utf-8", errors="replace") as handle:

@@ -27,7 +27,7 @@ from core.extractors.htmltotext import HtmlToTextExtractor
 from core.extractors.outlinks import OutlinksExtractor
 from core.extractors.title import TitleExtractor
 from core.extractors.wget import WgetExtractor
-from core.folder import integrity
+from core.folder import formats, integrity
 from core.folder.integrity import check_outputs, check_snapshot
 from core.tests.site import LiveSite
 
@@ -516,7 +516,7 @@ def test_many_problems_in_one_warc_are_capped(snapshot: Path) -> None:
 
     problems = problems_of(snapshot, PLAIN_WARC)
 
-    assert len(problems) == integrity.MAX_PROBLEMS_PER_FILE + 1
+    assert len(problems) == formats.MAX_PROBLEMS_PER_FILE + 1
     assert problems[-1] == f"{PLAIN_WARC}: and 6 more problems"
 
 
@@ -659,7 +659,7 @@ def test_a_bom_is_allowed_but_is_not_content(snapshot: Path) -> None:
 def test_utf8_is_decoded_across_read_chunks(
     snapshot: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(integrity, "READ_CHUNK", 4)
+    monkeypatch.setattr(formats, "READ_CHUNK", 4)
     # "é" (2 bytes) and "✓" (3 bytes) straddle the 4-byte chunks; byte 11 is invalid.
     put(snapshot, "dom/output.html", "<p>\u00e9\u2713\u2713</p>".encode())
     put(snapshot, "readability/content.html", "<p>\u00e9\u2713\u2713".encode() + b"\xff</p>")
@@ -686,7 +686,9 @@ def test_an_unreadable_file_is_a_problem_not_a_crash(
     def failing_read(path: Path) -> list[str]:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(integrity, "CHECKS", (("headers/headers.json", failing_read),))
+    monkeypatch.setattr(
+        integrity, "declared_outputs", lambda: [("headers/headers.json", failing_read)]
+    )
 
     assert problems_of(snapshot, "headers/headers.json") == [
         "headers/headers.json: cannot be read (Input/output error)"

@@ -11,7 +11,8 @@ from django.views.decorators.http import require_safe
 
 from core.admin.display import file_url, main_file_url
 from core.choices import ResultStatus
-from core.extractors.registry import BY_NAME
+from core.extractors import registry
+from core.extractors.base import ShownAs
 from core.folder import signing
 from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, sha256_file
 from core.folder.wacz import WACZ_NAME
@@ -21,9 +22,6 @@ from core.web.access import reader_required
 from core.web.origins import replay_url
 
 PER_PAGE = 50
-# Outputs a snapshot page shows as images; the others are listed as links to their files
-# (archived HTML and PDFs open on their own, sandboxed: core/web/files.py).
-IMAGE_EXTRACTORS = {"screenshot", "favicon"}
 
 
 @require_safe
@@ -114,24 +112,32 @@ def _row(snapshot: Snapshot) -> dict:
     succeeded = {r.extractor: r for r in results if r.status == ResultStatus.SUCCEEDED}
     return {
         "snapshot": snapshot,
-        "favicon": main_file_url(snapshot, succeeded.get("favicon")),
-        "thumbnail": main_file_url(snapshot, succeeded.get("screenshot")),
+        "favicon": _index_image(snapshot, succeeded, "favicon"),
+        "thumbnail": _index_image(snapshot, succeeded, "thumbnail"),
         "marks": [(r.extractor, r.status) for r in results],
         "tags": [tag.name for tag in snapshot.tags.all()],
     }
 
 
+def _index_image(snapshot: Snapshot, succeeded: dict[str, ArchiveResult], slot: str) -> str | None:
+    """The URL of the image the index shows in ``slot`` ("favicon" or "thumbnail"): the main
+    file of the first registered extractor declaring that ``index_image`` that succeeded."""
+    for extractor in registry.EXTRACTORS:
+        if extractor.index_image == slot and extractor.name in succeeded:
+            return main_file_url(snapshot, succeeded[extractor.name])
+    return None
+
+
 def _output(snapshot: Snapshot, result: ArchiveResult) -> dict:
+    """What the snapshot page shows of one result: its main output as its extractor's
+    ``shown_as`` says (archived HTML and PDFs open on their own, sandboxed: core/web/files.py),
+    and links to its files."""
     main = main_file_url(snapshot, result) if result.status == ResultStatus.SUCCEEDED else None
-    kind = "link"
-    if result.extractor in IMAGE_EXTRACTORS:
-        kind = "image"
-    elif result.extractor == "title":
-        kind = "value"
+    extractor = registry.find_extractor(result.extractor)
     return {
         "result": result,
-        "known": result.extractor in BY_NAME,
+        "known": extractor is not None,
         "main": main,
-        "kind": kind,
+        "kind": str(extractor.shown_as if extractor else ShownAs.LINK),
         "files": [(path, file_url(snapshot, path)) for path in result.output_files],
     }

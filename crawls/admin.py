@@ -15,6 +15,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.admin.display import state_badge
 from core.admin.export import export_download
+from core.admin.readonly import ReadOnlyAdminMixin
 from core.admin.removal import remove_with_files
 from core.admin.transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
@@ -42,7 +43,7 @@ def _release(crawl: Crawl) -> str:
 
 
 @admin.register(Crawl)
-class CrawlAdmin(ServiceTransitionsMixin, admin.ModelAdmin):
+class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
     list_display = ["id", "first_seed", "state", "depth", "progress", "tag_names", "created_at"]
     list_filter = ["status", "tags", "profile", "schedule", "created_at"]
     search_fields = ["seeds"]
@@ -56,15 +57,6 @@ class CrawlAdmin(ServiceTransitionsMixin, admin.ModelAdmin):
     actions = ["hold_crawls", "release_crawls", "retry_failed", "export_wacz", "remove_files"]
     fsm_services = {"hold": _hold, "release": _release}
     fsm_forms = {"hold": HoldForm}
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description="Export a crawl as WACZ: one per snapshot and one for the crawl")
     def export_wacz(self, request, queryset):

@@ -376,7 +376,7 @@ def shared_browser() -> Browser:
     has rendered CHROMIUM_RESTART_PAGES pages.
 
     Raises LookupError ("chromium not found") when chromium is not installed, as a missing
-    binary does everywhere (core/extractors/page.py's ``unavailable`` skips the result), and
+    binary does everywhere (core/extractors/html_page.py's ``unavailable`` skips the result), and
     BrowserUnavailable when it does not start.
     """
     global _shared

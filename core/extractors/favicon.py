@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from core.extractors.base import Extractor, ExtractorOutput, HasURL, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch
-from core.extractors.page import Page, fetch_page, output_from_fetch, remove, unavailable
+from core.extractors.html_page import Page, fetch_page, output_from_fetch, remove, unavailable
 
 # File extension by media type (IANA registrations, plus the unregistered image/x-icon).
 EXTENSIONS = {

@@ -23,7 +23,7 @@ from core.extractors.errors import (
     too_large_reason,
 )
 from core.extractors.fetch import FetchResult, fetch
-from core.extractors.page import output_from_fetch, remove, unavailable
+from core.extractors.html_page import output_from_fetch, remove, unavailable
 
 LOG_NAME = "git.log"
 PROBE_SECONDS = 10  # at most; less if the extractor's own timeout is shorter

@@ -8,7 +8,7 @@ from pathlib import Path
 from core.extractors.base import Extractor, ExtractorOutput, Format, HasURL, Output
 from core.extractors.errors import Outcome
 from core.extractors.fetch import fetch
-from core.extractors.page import output_from_fetch, remove, unavailable
+from core.extractors.html_page import output_from_fetch, remove, unavailable
 
 HEADERS_TXT = "headers.txt"
 HEADERS_JSON = "headers.json"

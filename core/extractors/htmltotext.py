@@ -9,7 +9,7 @@ from inscriptis import get_text
 from core.extractors.base import ExtractorOutput, Format, Output
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
-from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
+from core.extractors.html_page import HtmlPageExtractor, Page, output_from_fetch
 
 OUTPUT_TXT = "output.txt"
 

@@ -28,7 +28,7 @@ from core.extractors.errors import (
     egress_failure,
     too_large_reason,
 )
-from core.extractors.page import Page, fetch_page, output_from_fetch, remove, unavailable
+from core.extractors.html_page import Page, fetch_page, output_from_fetch, remove, unavailable
 
 LOG_NAME = "media.log"
 # yt-dlp appends the path of each media file it finished (after_move) here; read, then deleted.

@@ -8,7 +8,7 @@ from urllib.parse import urldefrag, urlsplit
 
 from core.extractors.base import ExtractorOutput, Format, Output
 from core.extractors.fetch import FetchResult
-from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
+from core.extractors.html_page import HtmlPageExtractor, Page, output_from_fetch
 
 OUTLINKS_JSON = "outlinks.json"
 # Hyperlinks are <a href> and <area href> (HTML §4.6.1); <link> and <img> are not navigable.

@@ -27,7 +27,7 @@ from core.extractors.base import ExtractorOutput, Format, HasURL, Output
 from core.extractors.dom import DOM_PATH
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
-from core.extractors.page import HtmlPageExtractor, Page, decode_html, output_from_fetch
+from core.extractors.html_page import HtmlPageExtractor, Page, decode_html, output_from_fetch
 
 CONTENT_HTML = "content.html"
 CONTENT_TXT = "content.txt"

@@ -35,7 +35,7 @@ from core.extractors.errors import (
     too_large_reason,
 )
 from core.extractors.fetch import parse_retry_after
-from core.extractors.page import unavailable
+from core.extractors.html_page import unavailable
 
 # Seconds to wait, after ``load``, for no network connection for 500 ms (Playwright's
 # "networkidle"); a page that polls forever is captured when this runs out.

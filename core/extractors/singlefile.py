@@ -22,7 +22,7 @@ from pathlib import Path
 from core.extractors.base import ExtractorOutput, Format, HasURL, Output
 from core.extractors.errors import Outcome, timeout_reason
 from core.extractors.fetch import fetch, header
-from core.extractors.page import remove, unavailable
+from core.extractors.html_page import remove, unavailable
 from core.extractors.process import find_binary
 from core.extractors.rendering import RENDERED_TYPES, ChromiumExtractor
 

@@ -9,7 +9,7 @@ from bs4 import Tag
 from core.extractors.base import ExtractorOutput, Format, MainOutput, Output, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
-from core.extractors.page import HtmlPageExtractor, Page, output_from_fetch
+from core.extractors.html_page import HtmlPageExtractor, Page, output_from_fetch
 
 # Longest title kept, in characters: longer ones are page text someone put in <title>.
 MAX_TITLE_CHARS = 512

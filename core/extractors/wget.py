@@ -12,7 +12,7 @@ from warcio.exceptions import ArchiveLoadFailed
 from core.extractors.base import Extractor, ExtractorOutput, Format, HasURL, Output
 from core.extractors.errors import Outcome, classify_wget_exit, egress_failure
 from core.extractors.fetch import parse_retry_after
-from core.extractors.page import unavailable
+from core.extractors.html_page import unavailable
 
 WARC_DIR = "warc"  # core/folder/wacz.py packages <extractor>/warc/*.warc[.gz]
 WARC_PATH = f"{WARC_DIR}/archive.warc.gz"

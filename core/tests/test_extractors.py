@@ -18,9 +18,9 @@ from core.extractors.errors import Outcome
 from core.extractors.favicon import FaviconExtractor, icon_extension
 from core.extractors.fetch import final_response, parse_retry_after
 from core.extractors.headers import HeadersExtractor
+from core.extractors.html_page import decode_html
 from core.extractors.htmltotext import HtmlToTextExtractor
 from core.extractors.outlinks import OutlinksExtractor
-from core.extractors.page import decode_html
 from core.extractors.title import TitleExtractor
 from core.extractors.wget import WgetExtractor, read_log
 from core.tests.site import FAVICON_ICO, ICON_PNG, RETRY_AFTER_SECONDS, LiveSite

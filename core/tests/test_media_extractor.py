@@ -14,6 +14,7 @@ from archive.testing import files_in, unused_port
 from core.extractors import process
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
+from core.extractors.html_page import Page
 from core.extractors.media import (
     MEDIA_EXTENSIONS,
     MediaExtractor,
@@ -22,7 +23,6 @@ from core.extractors.media import (
     has_media_markers,
     is_media_url,
 )
-from core.extractors.page import Page
 from core.extractors.redaction import REDACTED
 from core.tests.media_site import CLIP_WEBM, TONE_WAV, MediaSite
 

@@ -19,6 +19,7 @@ from django_huey import db_periodic_task, db_task
 from huey import crontab
 
 from core.extractors.errors import Outcome
+from core.services.schedules import schedules_run_due
 from crawls.models import Crawl
 from crawls.notifications import (
     crawl_payload,
@@ -85,10 +86,6 @@ def webhook_send(url: str, payload: dict, attempt: int) -> None:
 @db_periodic_task(crontab())
 def schedules_run() -> int:
     """Queue a crawl for every crawl schedule due now; return how many."""
-    from core.services.schedules import (
-        schedules_run_due,  # core.services.crawls imports this module
-    )
-
     crawls = schedules_run_due()
     if crawls:
         logger.info("schedules: %d crawl(s) queued", len(crawls))

@@ -3,6 +3,7 @@ storage-copy summaries of a snapshot."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.template.defaultfilters import filesizeformat
@@ -10,6 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from core.choices import ResultStatus
+from core.extractors import registry
 from core.models import ArchiveResult, Snapshot
 
 
@@ -29,6 +32,17 @@ def main_file_url(snapshot: Snapshot, result: ArchiveResult | None) -> str | Non
     """The URL of a result's main output file, when it has one (``result`` may be None)."""
     path = main_output_path(result) if result is not None else None
     return file_url(snapshot, path) if path else None
+
+
+def index_image_url(snapshot: Snapshot, results: Iterable[ArchiveResult], slot: str) -> str | None:
+    """The URL of the image shown for ``snapshot`` in ``slot`` ("favicon" or "thumbnail"; the
+    admin and the index): the main file of the first registered extractor that declares that
+    ``index_image`` and whose result among ``results`` succeeded. None when there is none."""
+    succeeded = {r.extractor: r for r in results if r.status == ResultStatus.SUCCEEDED}
+    for extractor in registry.EXTRACTORS:
+        if extractor.index_image == slot and extractor.name in succeeded:
+            return main_file_url(snapshot, succeeded[extractor.name])
+    return None
 
 
 def main_output_path(result: ArchiveResult) -> str | None:

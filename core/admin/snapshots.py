@@ -14,7 +14,7 @@ from core.admin.display import (
     copies_summary,
     file_links,
     fixity_badge,
-    main_file_url,
+    index_image_url,
     result_badges,
     state_badge,
 )
@@ -24,7 +24,7 @@ from core.admin.readonly import ReadOnlyAdminMixin
 from core.admin.removal import remove_with_files
 from core.admin.results import ArchiveResultInline
 from core.admin.transitions import ServiceTransitionsMixin
-from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
+from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
 from core.folder.manifest import payload_files
 from core.models import (
     ArchiveResult,
@@ -272,18 +272,18 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
 
     @admin.display(description="")
     def thumbnail(self, snapshot):
-        """The screenshot, small, linking to the snapshot's page (from the prefetched results)."""
+        """The thumbnail (the screenshot), small, linking to the snapshot's page (from the
+        prefetched results)."""
         page = reverse("core:snapshot", args=[snapshot.pk])
-        for result in snapshot.results.all():
-            image = main_file_url(snapshot, result) if result.extractor == "screenshot" else None
-            if image and result.status == ResultStatus.SUCCEEDED:
-                return format_html(
-                    '<a href="{}"><img src="{}" alt="" loading="lazy" width="96" height="60" '
-                    'style="object-fit: cover; object-position: top"></a>',
-                    page,
-                    image,
-                )
-        return format_html('<a href="{}">page</a>', page)
+        image = index_image_url(snapshot, snapshot.results.all(), "thumbnail")
+        if image is None:
+            return format_html('<a href="{}">page</a>', page)
+        return format_html(
+            '<a href="{}"><img src="{}" alt="" loading="lazy" width="96" height="60" '
+            'style="object-fit: cover; object-position: top"></a>',
+            page,
+            image,
+        )
 
     @admin.display(description="state", ordering="status")
     def state(self, snapshot):

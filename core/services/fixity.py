@@ -39,6 +39,7 @@ from core.folder.targets import TargetError, TargetUnavailable
 from core.folder.transfers import download_snapshot, verify_copy
 from core.models import FixityCheck, Snapshot, StorageCopy
 from core.models.preservation import LOCAL
+from core.services.copies import copies_retry
 
 logger = logging.getLogger(__name__)
 
@@ -230,8 +231,6 @@ def snapshot_repair(*, snapshot: Snapshot, target: str | None = None) -> list[st
         _record(snapshot, LOCAL, problems, 0)
         used = snapshot_restore(snapshot=snapshot, target=target)
         done.append(f"restored the local folder from {used}")
-    from core.services.copies import copies_retry
-
     queued = copies_retry(copies=snapshot.copies.all())
     if queued:
         done.append(f"queued {queued} damaged or failed storage copies to be copied again")

@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from core.admin.display import file_url, main_file_url
+from core.admin.display import file_url, index_image_url, main_file_url
 from core.choices import ResultStatus
 from core.extractors import registry
 from core.extractors.base import ShownAs
@@ -109,23 +109,13 @@ def _with_results(snapshots):
 def _row(snapshot: Snapshot) -> dict:
     """What the index shows of one snapshot: favicon, thumbnail, and a mark per extractor."""
     results = list(snapshot.results.all())
-    succeeded = {r.extractor: r for r in results if r.status == ResultStatus.SUCCEEDED}
     return {
         "snapshot": snapshot,
-        "favicon": _index_image(snapshot, succeeded, "favicon"),
-        "thumbnail": _index_image(snapshot, succeeded, "thumbnail"),
+        "favicon": index_image_url(snapshot, results, "favicon"),
+        "thumbnail": index_image_url(snapshot, results, "thumbnail"),
         "marks": [(r.extractor, r.status) for r in results],
         "tags": [tag.name for tag in snapshot.tags.all()],
     }
-
-
-def _index_image(snapshot: Snapshot, succeeded: dict[str, ArchiveResult], slot: str) -> str | None:
-    """The URL of the image the index shows in ``slot`` ("favicon" or "thumbnail"): the main
-    file of the first registered extractor declaring that ``index_image`` that succeeded."""
-    for extractor in registry.EXTRACTORS:
-        if extractor.index_image == slot and extractor.name in succeeded:
-            return main_file_url(snapshot, succeeded[extractor.name])
-    return None
 
 
 def _output(snapshot: Snapshot, result: ArchiveResult) -> dict:

@@ -184,25 +184,7 @@ def read_folder(folder: Path) -> FolderIndex:
     Raises InvalidIndex for a missing or unreadable file, bad JSON, an unknown version, a
     missing key, a value of the wrong type or one the model would refuse (URL, id, length).
     """
-    try:
-        raw = (folder / INDEX_NAME).read_bytes()
-    except FileNotFoundError:
-        raise InvalidIndex(f"no {INDEX_NAME}") from None
-    except OSError as error:
-        raise InvalidIndex(f"cannot read {INDEX_NAME}: {error.strerror}") from None
-    try:
-        parsed = json.loads(raw)
-    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
-        raise InvalidIndex(f"{INDEX_NAME} is not valid JSON: {error}") from None
-    document = _Object(parsed)
-    version = document.data.get("vellum_index_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise InvalidIndex(f"{INDEX_NAME} has no vellum_index_version: not a Vellum index")
-    if version not in INDEX_VERSIONS:
-        hint = " (written by a newer Vellum: upgrade Vellum to reindex it)"
-        hint = hint if version > max(INDEX_VERSIONS) else ""
-        raise InvalidIndex(f"{INDEX_NAME} has unsupported version {version}{hint}")
-
+    raw, document, version = _load(folder)
     snapshot = document.object("snapshot")
     snapshot_id = snapshot.uuid("id")
     if folder.name != str(snapshot_id):
@@ -242,6 +224,31 @@ def read_folder(folder: Path) -> FolderIndex:
         error=error,
         manifest_sha256=manifest_sha256,
     )
+
+
+def _load(folder: Path) -> tuple[bytes, _Object, int]:
+    """Return ``folder/index.json``'s bytes, its parsed document and its version; raise
+    InvalidIndex when the file cannot be read, is not JSON, or has a version this reader does
+    not know (one from a newer Vellum says so)."""
+    try:
+        raw = (folder / INDEX_NAME).read_bytes()
+    except FileNotFoundError:
+        raise InvalidIndex(f"no {INDEX_NAME}") from None
+    except OSError as error:
+        raise InvalidIndex(f"cannot read {INDEX_NAME}: {error.strerror}") from None
+    try:
+        parsed = json.loads(raw)
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        raise InvalidIndex(f"{INDEX_NAME} is not valid JSON: {error}") from None
+    document = _Object(parsed)
+    version = document.data.get("vellum_index_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InvalidIndex(f"{INDEX_NAME} has no vellum_index_version: not a Vellum index")
+    if version not in INDEX_VERSIONS:
+        hint = " (written by a newer Vellum: upgrade Vellum to reindex it)"
+        hint = hint if version > max(INDEX_VERSIONS) else ""
+        raise InvalidIndex(f"{INDEX_NAME} has unsupported version {version}{hint}")
+    return raw, document, version
 
 
 def _given(snapshot: _Object) -> dict[str, Any] | None:

@@ -54,7 +54,7 @@ class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.Mode
     ordering = ["-pk"]
     readonly_fields = ["snapshot", "extractor", "behaviour", "depends_on", "state", "attempts",
                        "cmd_line", "cmd_version", "exit_code", "output", "files", "output_size",
-                       "error", "refused_shown", "created_at",
+                       "error", "refused_shown", "missing_shown", "created_at",
                        "start_ts", "end_ts", "retry_at"]  # fmt: skip
     fields = readonly_fields
     fsm_services = {"retry": _retry_result}
@@ -70,6 +70,17 @@ class ArchiveResultAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.Mode
     @admin.display(description="refused by the address policy")
     def refused_shown(self, result):
         return format_html_join("\n", "<div>{}</div>", ((line,) for line in result.refused)) or "-"
+
+    @admin.display(description="missing from the capture")
+    def missing_shown(self, result):
+        return (
+            format_html_join(
+                "\n",
+                "<div>{}: {}</div>",
+                ((item.get("url", ""), item.get("reason", "")) for item in result.missing),
+            )
+            or "-"
+        )
 
     @admin.display(description="output")
     def output_link(self, result):

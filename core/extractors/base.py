@@ -44,7 +44,10 @@ class ExtractorOutput:
     ran. ``error`` explains any outcome but SUCCEEDED; ``retry_after`` (seconds) is the server's
     Retry-After, if it sent one. ``facts`` carries what the caller applies to the snapshot:
     ``{"title": str}`` or ``{"outlinks": [url, ...]}``. ``cmd`` is kept as
-    ``redact_command`` records it (core/extractors/redaction.py).
+    ``redact_command`` records it (core/extractors/redaction.py). ``missing`` lists what a
+    capture that stands still lacks (a page requisite that never arrived), as
+    ``{"url": str, "reason": str}`` objects; what the address policy refused is in
+    ``refusals`` instead, never in both.
     """
 
     outcome: Outcome
@@ -56,6 +59,7 @@ class ExtractorOutput:
     retry_after: float | None = None
     facts: dict[str, Any] = field(default_factory=dict)
     refusals: list[Refusal] = field(default_factory=list)  # fetches the address policy refused
+    missing: list[dict[str, str]] = field(default_factory=list)  # files the capture lacks
 
     def __post_init__(self) -> None:
         # The command is recorded and shown to readers: never with the credentials it ran with.

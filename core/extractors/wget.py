@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,8 @@ from core.extractors.base import Extractor, ExtractorOutput, Format, HasURL, Out
 from core.extractors.errors import Outcome, classify_wget_exit, egress_failure
 from core.extractors.fetch import parse_retry_after
 from core.extractors.html_page import unavailable
+from core.extractors.process import CommandResult
+from core.extractors.requisites import Missing, missing_requisites
 
 WARC_DIR = "warc"  # core/folder/wacz.py packages <extractor>/warc/*.warc[.gz]
 WARC_PATH = f"{WARC_DIR}/archive.warc.gz"
@@ -26,6 +30,14 @@ REDIRECTS_LINE = re.compile(r"^\d+ redirections exceeded\.$")
 # Exit codes that, once the page itself is saved, can only come from its requisites (an image
 # 404s, a CDN does not resolve, a third-party certificate fails): the capture still stands.
 REQUISITE_EXITS = frozenset({4, 5, 6, 7, 8})
+LOG_NAME = "wget.log"
+# A requisite that failed for a passing reason (a network error, 429, 5xx) is fetched again in
+# the same attempt: the whole capture once more, in RETRY_DIR (inside the output folder while it
+# runs), with its log kept as RETRY_LOG. Only the whole capture keeps wget's converted links
+# right: a run of the missing URLs alone would leave the page pointing at the live web.
+RETRY_DIR = ".retry"  # no host's folder starts with a dot
+RETRY_LOG = "wget.retry.log"
+MIN_RETRY_SECONDS = 1  # of the extractor's timeout left, below which no retry round starts
 
 
 @dataclass
@@ -114,21 +126,40 @@ class WgetExtractor(Extractor):
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Save the page under ``out_dir/<host>/...`` and the WARC in ``out_dir/warc/``.
 
-        Output: the main page's path relative to ``out_dir``. What wget writes is bounded by
-        ``download_limit``: no file (the WARC included) over MAX_DOWNLOAD_BYTES.
+        Output: the main page's path relative to ``out_dir``, and in ``missing`` the requisites
+        it lacks. When one failed for a passing reason, the capture is made once more within
+        the timeout, and the one that lacks fewer files is kept (``_retry_round``). What wget
+        writes is bounded by ``download_limit``: no file (the WARC included) over
+        MAX_DOWNLOAD_BYTES.
         """
         try:
             wget = self.binary_path("wget")
         except LookupError as error:
             return unavailable(error)
-        (out_dir / WARC_PATH).parent.mkdir(exist_ok=True)
-        log_path = out_dir / "wget.log"
+        started = time.monotonic()
+        done, output, saved = self._capture(wget, snapshot.url, out_dir, LOG_NAME)
+        if saved is None:  # the capture does not stand: ``output`` says why
+            return output
+        output.output = saved
+        missing = _missing(out_dir, LOG_NAME, done)
+        if any(item.temporary for item in missing):
+            left = self.timeout - (time.monotonic() - started)
+            missing = self._retry_round(wget, snapshot.url, out_dir, output, missing, left)
+        output.missing = [item.as_json() for item in missing]
+        return output
+
+    def _capture(
+        self, wget: str, url: str, out_dir: Path, log_name: str, timeout: float | None = None
+    ) -> tuple[CommandResult, ExtractorOutput, str | None]:
+        """Run wget once into ``out_dir``; return the command, its output (classified when it
+        failed) and the saved page's path, None unless the capture stands."""
+        (out_dir / WARC_PATH).parent.mkdir(parents=True, exist_ok=True)
         done, output = self.run_tool(
-            "wget", self.command(wget, snapshot.url), out_dir, log_name=log_path.name
+            "wget", self.command(wget, url), out_dir, log_name=log_name, timeout=timeout
         )
         if done.timed_out or done.too_large:
-            return output
-        main = read_log(log_path.read_text(encoding="utf-8", errors="replace"))
+            return done, output, None
+        main = read_log((out_dir / log_name).read_text(encoding="utf-8", errors="replace"))
         saved = _saved_file(out_dir, main.path)
         if saved is None or done.exit_code not in (0, *REQUISITE_EXITS):
             # wget fetches requisites only once the page is saved: what the egress proxy met
@@ -136,14 +167,53 @@ class WgetExtractor(Extractor):
             failure = egress_failure(done.refusals, done.unreachable)
             if failure:
                 output.outcome, output.error = failure
-                return output
-            return self._failed(output, main, out_dir, snapshot.url)
+                return done, output, None
+            return done, self._failed(output, main, out_dir, url), None
         warc = out_dir / WARC_PATH
         if not warc.is_file() or warc.stat().st_size == 0:
             output.outcome, output.error = Outcome.FATAL, "wget wrote no WARC"
-            return output
-        output.output = saved
-        return output
+            return done, output, None
+        return done, output, saved
+
+    def _retry_round(
+        self,
+        wget: str,
+        url: str,
+        out_dir: Path,
+        output: ExtractorOutput,
+        missing: list[Missing],
+        left: float,
+    ) -> list[Missing]:
+        """Capture ``url`` once more in ``out_dir/RETRY_DIR`` within ``left`` seconds; return
+        what the capture kept lacks.
+
+        The new capture replaces the first (its files, WARC and main output in ``output``)
+        only if it stands and lacks fewer files; otherwise it is dropped, its log aside. One
+        round, whatever it brings: the result's backoff is for a page that did not arrive.
+        """
+        if left < MIN_RETRY_SECONDS:
+            return missing
+        retry_dir = out_dir / RETRY_DIR
+        retry_dir.mkdir()
+        done, again, saved = self._capture(wget, url, retry_dir, RETRY_LOG, timeout=left)
+        if (retry_dir / RETRY_LOG).is_file():
+            (retry_dir / RETRY_LOG).rename(out_dir / RETRY_LOG)
+        output.refusals = _union(output.refusals, done.refusals)
+        still = _missing(retry_dir, RETRY_LOG, done, log_dir=out_dir) if saved else missing
+        if saved is None or len(still) >= len(missing):
+            shutil.rmtree(retry_dir)
+            return missing
+        for path in list(out_dir.iterdir()):
+            if path != retry_dir and path.name not in (LOG_NAME, RETRY_LOG):
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+        for path in list(retry_dir.iterdir()):
+            path.rename(out_dir / path.name)
+        retry_dir.rmdir()
+        output.output, output.exit_code = saved, again.exit_code
+        return still
 
     def _failed(
         self, output: ExtractorOutput, main: MainPage, out_dir: Path, url: str
@@ -169,3 +239,22 @@ def _saved_file(out_dir: Path, path: str | None) -> str | None:
     if not file.is_relative_to(root) or not file.is_file() or file.stat().st_size == 0:
         return None
     return file.relative_to(root).as_posix()
+
+
+def _missing(
+    folder: Path, log_name: str, done: CommandResult, *, log_dir: Path | None = None
+) -> list[Missing]:
+    """Return what the capture in ``folder`` lacks, from its WARC and its log (in ``log_dir``,
+    ``folder`` unless given)."""
+    log = (log_dir or folder) / log_name
+    return missing_requisites(
+        folder / WARC_PATH,
+        log.read_text(encoding="utf-8", errors="replace"),
+        refusals=done.refusals,
+        unreachable=done.unreachable,
+    )
+
+
+def _union(first: list, second: list) -> list:
+    """Return ``first`` and what ``second`` adds to it, in order, each once."""
+    return [*first, *(item for item in second if item not in first)]

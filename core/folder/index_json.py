@@ -27,10 +27,11 @@ from crawls.models import Crawl
 
 # The version written. Each earlier one is still read: 1 had no crawl, result history or priority;
 # 2 added the history ("history") and the crawl, but for its seeds: those are the depth-0
-# snapshots' URLs (each folder holding every seed would grow as seeds²); 3 added refusals. Later
-# additions (signing_key; crawl.input_report, snapshot.given) are optional keys, which a reader
-# of the same version ignores.
-INDEX_VERSION = 3
+# snapshots' URLs (each folder holding every seed would grow as seeds²); 3 added refusals; 4 added
+# each result's missing files ("missing": {"url", "reason"} objects). Later additions
+# (signing_key; crawl.input_report, snapshot.given) are optional keys, which a reader of the same
+# version ignores.
+INDEX_VERSION = 4
 INDEX_VERSIONS = tuple(range(1, INDEX_VERSION + 1))  # the versions read
 NO_MANIFEST = "reindexed without a manifest: finalizing never finished"
 STALE_MANIFEST = (
@@ -323,11 +324,25 @@ def _read_results(
                 "end_ts": result.moment("end_ts", nullable=True),
                 "history": result.array("history") if version >= 2 else [],
                 "refused": result.texts("refused") if version >= 3 else [],
+                "missing": _read_missing(result) if version >= 4 else [],
                 "priority": priority,
                 "created_at": created_at,
             }
         )
     return results
+
+
+def _read_missing(result: _Object) -> list[dict[str, str]]:
+    """Return a result's ``missing`` files: a list of ``{"url", "reason"}`` objects, each value
+    a non-empty string (version 4)."""
+    missing = []
+    for index, value in enumerate(result.array("missing")):
+        entry = _Object(value, f"{result.where}.missing[{index}]")
+        url, reason = entry.text("url"), entry.text("reason")
+        if not url or not reason:
+            raise InvalidIndex(f"{entry.name('url' if not url else 'reason')} is empty")
+        missing.append({"url": url, "reason": reason})
+    return missing
 
 
 def _state_from_manifest(folder: Path, index_bytes: bytes) -> tuple[str, str, str]:
@@ -399,6 +414,7 @@ def _result_entry(result: ArchiveResult) -> dict:
         "output_size": result.output_size,
         "error": result.error,
         "refused": result.refused,
+        "missing": result.missing,
         "start_ts": result.start_ts.isoformat() if result.start_ts else None,
         "end_ts": result.end_ts.isoformat() if result.end_ts else None,
         "history": [{**run, "cmd": redact_command(run.get("cmd", []))} for run in result.history],

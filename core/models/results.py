@@ -93,6 +93,12 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         blank=True,
         help_text="What the address policy refused in the last run: 'target: reason' strings.",
     )
+    missing = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Files the last run's capture lacks (a page requisite that never arrived): "
+        '{"url", "reason"} objects. What the address policy refused is in refused instead.',
+    )
     history = models.JSONField(
         default=list,
         blank=True,
@@ -272,3 +278,4 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.cmd_version = output.cmd_version
         self.exit_code = output.exit_code
         self.refused = [str(refusal) for refusal in output.refusals]
+        self.missing = list(output.missing)

@@ -396,7 +396,7 @@ def test_bad_folders_are_problems_and_the_good_ones_are_restored(live_site: Live
     template = good.snapshots.first()
     lose_the_database()
     corrupt = make_folder(str(uuid.uuid4()), {INDEX_NAME: b'{"vellum_index_version": 2, "snap'})
-    future = make_folder(str(uuid.uuid4()), {INDEX_NAME: b'{"vellum_index_version": 4}'})
+    future = make_folder(str(uuid.uuid4()), {INDEX_NAME: b'{"vellum_index_version": 5}'})
     empty = make_folder(str(uuid.uuid4()), {"headers.json": b"{}"})
     bad_url = copy_folder(template.pk, str(uuid.uuid4()))
     edit_index(bad_url, lambda doc: doc["snapshot"].update(id=bad_url.name, url="http//x y"))
@@ -423,7 +423,7 @@ def test_bad_folders_are_problems_and_the_good_ones_are_restored(live_site: Live
     assert dict(report.problems) == {
         str(corrupt): "index.json is not valid JSON: Unterminated string starting at: "
         "line 1 column 29 (char 28)",
-        str(future): "index.json has unsupported version 4 "
+        str(future): "index.json has unsupported version 5 "
         "(written by a newer Vellum: upgrade Vellum to reindex it)",
         str(empty): "no index.json",
         str(bad_url): "index.json: snapshot.url 'http//x y': Enter a valid URL.",

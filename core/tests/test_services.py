@@ -240,7 +240,7 @@ def test_index_json_describes_the_snapshot_and_every_result() -> None:
     snapshot_check_results(snapshot=snapshot)
 
     index = json.loads((snapshot.output_dir / "index.json").read_text(encoding="utf-8"))
-    assert index["vellum_index_version"] == 3
+    assert index["vellum_index_version"] == 4
     assert index["crawl"]["id"] == snapshot.crawl_id
     assert "seeds" not in index["crawl"]  # the depth-0 snapshots are the seeds
     assert index["crawl"]["depth"] == snapshot.crawl.depth

@@ -101,19 +101,20 @@ def _proof_status(snapshot: Snapshot) -> list[str]:
 
 def _with_results(snapshots):
     lean = ArchiveResult.objects.only(
-        "snapshot_id", "extractor", "status", "output", "output_files"
+        "snapshot_id", "extractor", "status", "output", "output_files", "missing"
     )
     return snapshots.prefetch_related(Prefetch("results", queryset=lean.order_by("pk")), "tags")
 
 
 def _row(snapshot: Snapshot) -> dict:
-    """What the index shows of one snapshot: favicon, thumbnail, and a mark per extractor."""
+    """What the index shows of one snapshot: favicon, thumbnail, and a mark per extractor:
+    ``(extractor, status, number of files its capture lacks)``."""
     results = list(snapshot.results.all())
     return {
         "snapshot": snapshot,
         "favicon": index_image_url(snapshot, results, "favicon"),
         "thumbnail": index_image_url(snapshot, results, "thumbnail"),
-        "marks": [(r.extractor, r.status) for r in results],
+        "marks": [(r.extractor, r.status, len(r.missing)) for r in results],
         "tags": [tag.name for tag in snapshot.tags.all()],
     }
 

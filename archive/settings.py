@@ -287,6 +287,12 @@ ALLOWED_PRIVATE_NETWORKS = env_networks("ALLOWED_PRIVATE_NETWORKS", [])
 # Networks opened for webhooks alone (a receiver on the intranet), in the same form: archived
 # pages still may not reach them.
 WEBHOOK_ALLOWED_NETWORKS = env_networks("WEBHOOK_ALLOWED_NETWORKS", [])
+# Seconds the rendering extractors spend on a loaded page before they capture it: scroll it to
+# the bottom, load its lazy images, wait for its network to go quiet (core/extractors/
+# behaviours.py); never more than a quarter of what is left of the extractor's timeout. 0: none.
+BEHAVIOUR_SECONDS = env_number("BEHAVIOUR_SECONDS", 10, minimum=0)
+# Times a page may grow while it is scrolled (an infinite scroll) before scrolling stops.
+SCROLL_PAGE_LIMIT = env_int("SCROLL_PAGE_LIMIT", 10, minimum=0)
 # Pages one actor's shared Chromium renders before it starts afresh (core/extractors/browser.py).
 CHROMIUM_RESTART_PAGES = env_int("CHROMIUM_RESTART_PAGES", 50, minimum=1)
 # Percent of the data disk in use above which no new snapshot starts (the disk guard, DESIGN §3).

@@ -241,7 +241,9 @@ class Browser:
         A page is loaded in a fresh browser context; the visit stays open for the next call,
         and a call for the same URL with the same user agent within VISIT_REUSE_SECONDS
         captures the page already loaded instead of loading it again (the screenshot, pdf and
-        dom of a snapshot, when one actor runs them, then come from one visit). ``timeout``
+        dom of a snapshot, when one actor runs them, then come from one visit). Every
+        ``alert``, ``confirm``, ``prompt`` or ``beforeunload`` dialog a page of the context
+        opens is dismissed at once, so that no page can block its capture. ``timeout``
         (seconds) is the deadline for all of it: Playwright's own timeouts are set to it, and
         when it passes anyway (a call without a timeout of its own, such as ``page.pdf``, on a
         hung renderer) the browser is killed and DeadlineMissed raised. Whatever ``load`` or
@@ -262,11 +264,13 @@ class Browser:
         reused = page is not None
         if not reused:
             self._close_visit()
-            page = self._connection.new_context(
+            context = self._connection.new_context(
                 user_agent=user_agent,
                 viewport={"width": 1280, "height": 800},
                 accept_downloads=False,
-            ).new_page()
+            )
+            context.on("dialog", _dismiss_dialog)
+            page = context.new_page()
         try:
             page.set_default_timeout(timeout * 1000)
             if not reused:
@@ -342,6 +346,13 @@ def _close_context(page: Page) -> None:
     """Close ``page``'s browser context (its cookies, storage and cache go with it)."""
     with contextlib.suppress(Exception):  # a killed or crashed browser cannot close it
         page.context.close()
+
+
+def _dismiss_dialog(dialog) -> None:
+    """Dismiss an ``alert``, ``confirm``, ``prompt`` or ``beforeunload`` dialog at once: a
+    page waiting on one renders nothing more, and nobody is there to answer it."""
+    with contextlib.suppress(Exception):  # the page closed meanwhile: nothing left to answer
+        dialog.dismiss()
 
 
 def _running(pid: int) -> bool:

@@ -3,12 +3,15 @@ pdf, dom): load the page, wait for it to settle, hand it to ``capture``, classif
 
 A page is loaded in a fresh browser context with the extractor's user agent, and given until
 its ``load`` event plus a short wait for the network to go quiet, so that what scripts fetch
-and add after loading is on the page when it is captured.
+and add after loading is on the page when it is captured; then it is scrolled to the bottom
+and back (core/extractors/behaviours.py), so that what loads on sight is on it too. What the
+behaviours did is logged once per load.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -20,6 +23,7 @@ from django.conf import settings
 
 from core.extractors.addresses import Refusal
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.behaviours import BehaviourReport, page_behave
 from core.extractors.browser import (
     Browser,
     BrowserUnavailable,
@@ -36,6 +40,8 @@ from core.extractors.errors import (
 )
 from core.extractors.fetch import parse_retry_after
 from core.extractors.html_page import unavailable
+
+logger = logging.getLogger(__name__)
 
 # Seconds to wait, after ``load``, for no network connection for 500 ms (Playwright's
 # "networkidle"); a page that polls forever is captured when this runs out.
@@ -76,10 +82,12 @@ CRASH_MESSAGES = ("Target crashed", "has been closed", "Browser closed", "Connec
 class PageLoad:
     """What one capture learnt of how its page was loaded: ``loaded`` is False when it captured
     the page another extractor had loaded; ``navigations`` lists the page's URL, then each URL
-    the main frame requested on its way there (redirects)."""
+    the main frame requested on its way there (redirects); ``behaviours`` is what was done to
+    the page before its first capture (None when it was not loaded here, or not usable)."""
 
     navigations: list[str]
     loaded: bool = False
+    behaviours: BehaviourReport | None = None
 
 
 class ChromiumExtractor(Extractor):
@@ -118,6 +126,8 @@ class ChromiumExtractor(Extractor):
             self._visit(browser, snapshot, out_dir, output, load)
         finally:
             refusals, unreachable = egress.take()
+        if load.behaviours is not None:
+            logger.info("%s: behaviours on %s: %s", self.name, snapshot.url, load.behaviours)
         # Every capture of one loaded page lists what its loading met, not only the first.
         if load.loaded:
             browser.visit_refusals = refusals
@@ -182,6 +192,7 @@ class ChromiumExtractor(Extractor):
             return refused
         _wait_for_load(page, failures, deadline)
         _settle(page)
+        record.behaviours = page_behave(page, deadline=deadline)
         return None
 
     def capture(self, page, out_dir: Path) -> str:

@@ -1,0 +1,198 @@
+"""What the rendering extractors do to a loaded page before they capture it: scroll it to the
+bottom, so that what loads on sight loads, and back to the top.
+
+A page that waits to be seen loads nothing until it is scrolled: images with
+``loading=lazy``, content inserted by an IntersectionObserver, the second page of an infinite
+scroll. ``page_behave`` scrolls about a viewport at a time and, at the bottom, waits briefly
+for the page to grow; it stops when the page no longer grows, after the page has grown
+SCROLL_PAGE_LIMIT times (an endless page), or when its budget runs out (BEHAVIOUR_SECONDS, and
+never more than a quarter of the time left before the extractor's deadline: the capture that
+follows, SingleFile's above all, needs the rest). Lazy images are made eager and each image's
+chosen candidate (``srcset``, ``<picture>``) is waited for; then the network is given a short
+while to go quiet, and the page is scrolled back to the top for the screenshot. Nothing here
+fails a capture: a page that scrolls forever is captured as it is when the behaviours stop, and
+a page that navigates away mid-scroll is captured as it is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+
+# Seconds to pause after each step down, for scroll handlers and observers to run and start
+# their fetches.
+STEP_SECONDS = 0.1
+# Seconds to wait at the bottom for the page to grow (an infinite scroll fetching its next
+# page, content a timer adds) before scrolling is done.
+GROWTH_WAIT_SECONDS = 1.0
+# The network counts as quiet after this many seconds without a request starting or ending...
+QUIET_SECONDS = 0.5
+# ...and is waited for at most this long (a page that polls or streams never goes quiet).
+QUIET_WAIT_SECONDS = 2.0
+# Seconds to wait for the images still loading once scrolling is done.
+IMAGE_WAIT_SECONDS = 2.0
+
+# One step down: about a viewport (a little less, so that nothing is skipped at the seam).
+# Returns [bottom of the viewport, document height] in CSS pixels.
+STEP_SCRIPT = """() => {
+    const root = document.scrollingElement || document.documentElement;
+    window.scrollBy(0, Math.max(1, Math.floor(window.innerHeight * 0.9)));
+    return [Math.round(window.scrollY + window.innerHeight), root.scrollHeight];
+}"""
+HEIGHT_SCRIPT = "() => (document.scrollingElement || document.documentElement).scrollHeight"
+GREW_SCRIPT = (
+    "height => (document.scrollingElement || document.documentElement).scrollHeight > height"
+)
+# Lazy images and frames load as if they were in view; returns how many were lazy.
+EAGER_SCRIPT = """() => {
+    const lazy = document.querySelectorAll('img[loading="lazy"], iframe[loading="lazy"]');
+    for (const element of lazy) element.loading = "eager";
+    return lazy.length;
+}"""
+# Wait (at most ``seconds``) for every image whose chosen candidate has not arrived yet;
+# returns how many were still loading.
+IMAGES_SCRIPT = """seconds => {
+    const loading = Array.from(document.images).filter(image => !image.complete);
+    const arrived = loading.map(image => image.decode().catch(() => null));
+    const late = new Promise(resolve => setTimeout(resolve, seconds * 1000));
+    return Promise.race([Promise.all(arrived), late]).then(() => loading.length);
+}"""
+TOP_SCRIPT = "() => window.scrollTo(0, 0)"
+
+
+@dataclass
+class BehaviourReport:
+    """What ``page_behave`` did to one page: ``seconds`` it took, how far it ``scrolled``
+    (CSS pixels: the bottom of the viewport at its lowest), how many ``steps`` down, how many
+    times the page ``grew`` while scrolled, how many ``lazy`` images or frames it made eager,
+    and why it ``stopped``: "bottom", "page limit", "budget", "off" or the error that ended it.
+    """
+
+    seconds: float = 0.0
+    scrolled: int = 0
+    steps: int = 0
+    grew: int = 0
+    lazy: int = 0
+    stopped: str = "off"
+
+    def __str__(self) -> str:
+        return (
+            f"{self.seconds:.1f} s, scrolled {self.scrolled} px in {self.steps} steps,"
+            f" grew {self.grew} times, {self.lazy} lazy, stopped: {self.stopped}"
+        )
+
+
+def behaviour_budget(deadline: float) -> float:
+    """Return the seconds behaviours may take on a page whose capture must end by
+    ``deadline`` (time.monotonic()): BEHAVIOUR_SECONDS, at most a quarter of what is left."""
+    left = deadline - time.monotonic()
+    return max(0.0, min(float(settings.BEHAVIOUR_SECONDS), left / 4))
+
+
+def page_behave(page, *, deadline: float) -> BehaviourReport:
+    """Scroll the loaded Playwright ``page`` to its bottom and back (module docstring), in the
+    browser's thread, within behaviour_budget(``deadline``); return what was done.
+
+    Raises nothing of the page's making: a Playwright error (the page navigated away, closed,
+    or crashed) ends the behaviours and is named in ``stopped``; the capture that follows
+    meets whatever is still wrong.
+    """
+    # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
+    from playwright.sync_api import Error as PlaywrightError
+
+    report = BehaviourReport()
+    budget = behaviour_budget(deadline)
+    if budget <= 0:
+        return report
+    started = time.monotonic()
+    end = started + budget
+    network = _NetworkWatch(page)
+    try:
+        report.lazy = page.evaluate(EAGER_SCRIPT)
+        report.stopped = _scroll_down(page, report, end)
+        report.lazy += page.evaluate(EAGER_SCRIPT)  # what the scrolling added
+        page.evaluate(IMAGES_SCRIPT, min(IMAGE_WAIT_SECONDS, _left(end)))
+        network.wait_quiet(min(QUIET_WAIT_SECONDS, _left(end)))
+        page.evaluate(TOP_SCRIPT)
+    except PlaywrightError as error:
+        message = error.message.strip().splitlines()
+        report.stopped = f"error: {message[0] if message else type(error).__name__}"
+    finally:
+        network.stop()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _scroll_down(page, report: BehaviourReport, end: float) -> str:
+    """Step down until the bottom stays the bottom, the page limit, or ``end``; return why
+    scrolling stopped."""
+    # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    height = page.evaluate(HEIGHT_SCRIPT)
+    while True:
+        if _left(end) <= 0:
+            return "budget"
+        bottom, now_height = page.evaluate(STEP_SCRIPT)
+        report.steps += 1
+        report.scrolled = max(report.scrolled, bottom)
+        page.wait_for_timeout(min(STEP_SECONDS, _left(end)) * 1000)
+        if bottom >= now_height - 1:  # at the bottom: does it grow if we wait a little?
+            wait = min(GROWTH_WAIT_SECONDS, _left(end))
+            if wait < 0.001:  # Playwright takes a timeout of 0 ms for none at all
+                return "budget"
+            try:
+                page.wait_for_function(
+                    GREW_SCRIPT, arg=now_height, polling=100, timeout=wait * 1000
+                )
+            except PlaywrightTimeout:
+                return "bottom" if wait >= GROWTH_WAIT_SECONDS else "budget"
+        new_height = page.evaluate(HEIGHT_SCRIPT)
+        if new_height > height:
+            report.grew += 1
+            height = new_height
+            if report.grew >= settings.SCROLL_PAGE_LIMIT:
+                return "page limit"
+
+
+def _left(end: float) -> float:
+    return max(0.0, end - time.monotonic())
+
+
+class _NetworkWatch:
+    """Count the page's requests in flight, to wait for its network to go quiet."""
+
+    def __init__(self, page) -> None:
+        self.page = page
+        self.in_flight = 0
+        self.last_change = time.monotonic()
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+
+    def _started(self, _request) -> None:
+        self.in_flight += 1
+        self.last_change = time.monotonic()
+
+    def _ended(self, _request) -> None:
+        self.in_flight = max(0, self.in_flight - 1)
+        self.last_change = time.monotonic()
+
+    def wait_quiet(self, seconds: float) -> None:
+        """Wait until no request started or ended for QUIET_SECONDS with none in flight, for
+        at most ``seconds`` (Playwright delivers the request events while it waits)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if self.in_flight == 0 and time.monotonic() - self.last_change >= QUIET_SECONDS:
+                return
+            self.page.wait_for_timeout(50)
+
+    def stop(self) -> None:
+        for event, handler in (
+            ("request", self._started),
+            ("requestfinished", self._ended),
+            ("requestfailed", self._ended),
+        ):
+            self.page.remove_listener(event, handler)

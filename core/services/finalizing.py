@@ -79,12 +79,12 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         manifest_sha256, signed_by = _write_proofs(snapshot, results)
     except PackagingError as error:
         if error.temporary:
-            _retry_or_fail(snapshot, f"finalizing failed: {error}")
+            _back_off_finalizing_or_fail(snapshot, f"finalizing failed: {error}")
         else:  # py-wacz refuses these WARCs: trying again gives the same answer
             _finalizing_failed(snapshot, f"finalizing failed: {error}")
         return
     except RECOVERABLE as error:
-        _retry_or_fail(snapshot, f"finalizing failed: {error}")
+        _back_off_finalizing_or_fail(snapshot, f"finalizing failed: {error}")
         return
     with transaction.atomic():
         snapshot.seal(manifest_sha256=manifest_sha256, signed_by=signed_by)
@@ -157,7 +157,7 @@ def _discard(path: Path) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
-def _retry_or_fail(snapshot: Snapshot, reason: str) -> None:
+def _back_off_finalizing_or_fail(snapshot: Snapshot, reason: str) -> None:
     """Back off after the recoverable finalizing error ``reason``, or fail with it (as it is:
     it says "finalizing failed") once MAX_ATTEMPTS are used."""
     logger.warning("snapshot %s: %s", snapshot.pk, reason)

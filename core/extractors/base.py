@@ -135,6 +135,10 @@ class Extractor:
     search_text_priority: ClassVar[int] = 0
     # True when ``output`` is the page's title (the snapshot's, unless its input named one).
     gives_title: ClassVar[bool] = False
+    # True when the extractor captures the page that the actor's shared browser loaded: the
+    # extractors that share a visit are run one after the other by one actor, so that the page
+    # is loaded once for all of them (issue 18).
+    shares_visit: ClassVar[bool] = False
 
     @property
     def options(self) -> dict:

@@ -99,6 +99,7 @@ class ChromiumExtractor(Extractor):
 
     binaries = ("chromium",)
     takes_arguments: ClassVar[bool] = False
+    shares_visit: ClassVar[bool] = True
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Load the page and capture it; see the module docstring.

@@ -139,6 +139,9 @@ class Extractor:
     # extractors that share a visit are run one after the other by one actor, so that the page
     # is loaded once for all of them (issue 18).
     shares_visit: ClassVar[bool] = False
+    # Of the WARCs a snapshot's extractors write, replay plays those of the highest priority
+    # first, and the others only for the URLs those lack (core/folder/wacz.py).
+    replay_priority: ClassVar[int] = 0
 
     @property
     def options(self) -> dict:

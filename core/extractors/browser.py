@@ -38,6 +38,7 @@ from django.conf import settings
 
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, on_shutdown
+from core.extractors.recorder import Recorder
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -268,7 +269,10 @@ class Browser:
                 user_agent=user_agent,
                 viewport={"width": 1280, "height": 800},
                 accept_downloads=False,
+                # A service worker's fetches are made where the recorder cannot see them.
+                service_workers="block",
             )
+            Recorder.attach(context)
             context.on("dialog", _dismiss_dialog)
             page = context.new_page()
         try:

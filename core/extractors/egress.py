@@ -35,6 +35,8 @@ from core.extractors.addresses import (
 
 logger = logging.getLogger(__name__)
 
+# How the proxy names itself in the Proxy-Status field of its own answers (RFC 9209 §2).
+PROXY_NAME = "vellum-egress"
 CONNECT_TIMEOUT = 30  # seconds to open a connection to the origin server
 IDLE_TIMEOUT = 300  # seconds a relay may see no byte before both sides are closed
 RELAY_CHUNK = 64 * 1024  # bytes read at once
@@ -227,30 +229,38 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         except AddressRefused as refused:
             self.proxy.refuse(target, str(refused))
             message = refused_message(refused)
-            self._answer(403, message[0].upper() + message[1:])
+            self._answer(403, message[0].upper() + message[1:], "destination_ip_prohibited")
             return None
         except OSError as error:
-            return self._unreachable(target, 502, f"could not resolve host {host}: {error}")
-        problem = ""
+            problem = f"could not resolve host {host}: {error}"
+            return self._unreachable(target, 502, problem, "dns_error")
+        problem, error_type = "", "destination_unavailable"
         for _family, address in addresses:
             try:
                 return socket.create_connection((address, port), timeout=CONNECT_TIMEOUT)
             except TimeoutError:
                 status, problem = 504, f"timed out connecting to {host}:{port}"
+                error_type = "connection_timeout"
             except OSError as error:
                 status = 502
                 problem = f"could not connect to {host}:{port}: {error.strerror or error}"
-        return self._unreachable(target, status, problem)
+                error_type = "connection_refused"
+        return self._unreachable(target, status, problem, error_type)
 
-    def _unreachable(self, target: str, status: int, problem: str) -> None:
+    def _unreachable(self, target: str, status: int, problem: str, error_type: str) -> None:
         self.proxy.note_unreachable(target, problem)
-        self._answer(status, problem[0].upper() + problem[1:])
+        self._answer(status, problem[0].upper() + problem[1:], error_type)
 
-    def _answer(self, status: int, reason: str) -> None:
-        """Send the client an error of our own; ``reason`` is also the reason phrase."""
+    def _answer(self, status: int, reason: str, error_type: str) -> None:
+        """Send the client an error of our own; ``reason`` is also the reason phrase.
+
+        The answer carries a ``Proxy-Status`` field (RFC 9209) naming PROXY_NAME and the
+        error type, so that a recorder can tell it from an answer of the site's.
+        """
         phrase = " ".join(reason.split())[:300]
         body = (phrase + "\n").encode("utf-8", "replace")
         self.send_response_only(status, phrase)
+        self.send_header("Proxy-Status", f"{PROXY_NAME}; error={error_type}")
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")

@@ -19,6 +19,7 @@ from core.extractors.media import MediaExtractor
 from core.extractors.outlinks import OutlinksExtractor
 from core.extractors.pdf import PdfExtractor
 from core.extractors.readability import ReadabilityExtractor
+from core.extractors.recording import RecordingExtractor
 from core.extractors.screenshot import ScreenshotExtractor
 from core.extractors.singlefile import SingleFileExtractor
 from core.extractors.title import TitleExtractor
@@ -35,6 +36,7 @@ EXTRACTORS: tuple[Extractor, ...] = (
     PdfExtractor(),
     DomExtractor(),
     SingleFileExtractor(),
+    RecordingExtractor(),  # after the other captures of the visit: what they fetched is in it
     ReadabilityExtractor(),  # depends on dom: runs once dom's result is final
     MediaExtractor(),
     GitExtractor(),

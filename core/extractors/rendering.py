@@ -137,7 +137,7 @@ class ChromiumExtractor(Extractor):
             # The proxy's 403 or failed tunnel on the way to the page is not the page's answer:
             # say what the proxy met (Chromium's own background requests left aside).
             failure = egress_failure(
-                _on_the_way(refusals, load.navigations), _on_the_way(unreachable, load.navigations)
+                on_the_way(refusals, load.navigations), on_the_way(unreachable, load.navigations)
             )
             output.outcome, output.error = failure or (output.outcome, output.error)
         return output
@@ -235,7 +235,7 @@ def _note_navigation(navigations: list[str], request) -> None:
         navigations.append(request.url)
 
 
-def _on_the_way(events: list[Refusal], urls: list[str]) -> list[Refusal]:
+def on_the_way(events: list[Refusal], urls: list[str]) -> list[Refusal]:
     """Return the egress proxy's ``events`` about ``urls``: a plain-HTTP request names its URL,
     a tunnel its ``host:port``."""
     targets = set(urls)

@@ -1,12 +1,21 @@
 """Package snapshots' WARCs as WACZ (Web Archive Collection Zipped, spec 1.1.1) with py-wacz.
 
-A snapshot's WACZ, ``snapshot.wacz`` at the root of its folder, holds every WARC its extractors
-wrote (``<extractor>/warc/*.warc.gz``), a page list naming the snapshot's page, and its
+A snapshot's WACZ, ``snapshot.wacz`` at the root of its folder, holds the WARCs its extractors
+wrote (``<extractor>/warc/*.warc.gz``), a page list naming the snapshot's page with its text
+(for ReplayWeb.page's search), and its
 screenshot as a WARC ``resource`` record, the way Browsertrix-crawler stores page screenshots
 (``src/util/screenshots.ts``: record URI ``urn:<kind>:<page url>``, Content-Type ``image/png``,
 dated like the page, in a WARC of its own). Our screenshot is a full-page capture, so its kind
 is ``fullPage``; Browsertrix keeps ``view`` for a 1920x1080 viewport capture, which QA tools
-compare pixel by pixel with a replay. Several snapshots go into one WACZ the same way
+compare pixel by pixel with a replay.
+
+Replay plays what the browser fetched: the WARCs of the extractor with the highest
+``replay_priority`` (the browser's recording, core/extractors/recording.py) go in whole, and the
+others (wget's) only with the records of URLs those lack (``supplement_warc``), so that a page
+the browser recorded is never replayed from wget's copy of it, and a file wget fetched that the
+browser did not (a requisite of a ``<noscript>``, a link of the page) can still be replayed.
+
+Several snapshots go into one WACZ the same way
 (``package_wacz``), for a crawl export that another archive can load as one file.
 
 py-wacz runs in a child process (it prints to stdout, and importing it takes ~0.55 s): one worker
@@ -20,6 +29,7 @@ once it validates, so a half-written or invalid WACZ never takes the place of a 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import secrets
@@ -37,6 +47,7 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.timeutils import iso_date_to_timestamp, timestamp_to_iso_date
 from warcio.warcwriter import WARCWriter
 
+from core.extractors.registry import find_extractor
 from core.folder.manifest import TEMP_PREFIX, payload_files
 from core.folder.pywacz_worker import JobEnd, shared_worker
 
@@ -93,6 +104,7 @@ class PageSource:
     url: str
     title: str
     archived_at: datetime
+    text: str = ""  # the page's text, for search in the page list ("" leaves it out)
 
 
 def snapshot_warcs(folder: Path) -> list[Path]:
@@ -112,13 +124,14 @@ def snapshot_warcs(folder: Path) -> list[Path]:
 
 
 def build_wacz(
-    folder: Path, *, url: str, title: str, archived_at: datetime, timeout: float
+    folder: Path, *, url: str, title: str, archived_at: datetime, timeout: float, text: str = ""
 ) -> Path | None:
     """Package the snapshot in ``folder`` as ``folder/snapshot.wacz``; return its path.
 
-    The WACZ holds the snapshot's WARCs (``snapshot_warcs``), a page list with its page (``url``,
-    the capture's time, ``title``) and, when ``screenshot/screenshot.png`` exists, a WARC holding
-    it (see the module docstring). Return None, removing an earlier ``snapshot.wacz``, when the
+    The WACZ holds the snapshot's WARCs (``snapshot_warcs``, wget's supplementing the
+    browser's: see the module docstring), a page list with its page (``url``, the capture's
+    time, ``title``, ``text``) and, when ``screenshot/screenshot.png`` exists, a WARC holding
+    it. Return None, removing an earlier ``snapshot.wacz``, when the
     snapshot has no WARC. Calling it again rebuilds the file. ``timeout`` bounds py-wacz, in
     seconds. Raise PackagingError (``temporary`` says whether to retry) when it fails, and
     CommandCancelled (core/extractors/process.py) when the actor is asked to stop meanwhile;
@@ -128,7 +141,7 @@ def build_wacz(
         (folder / WACZ_NAME).unlink(missing_ok=True)
         return None
     return package_wacz(
-        [PageSource(folder=folder, url=url, title=title, archived_at=archived_at)],
+        [PageSource(folder=folder, url=url, title=title, archived_at=archived_at, text=text)],
         folder / WACZ_NAME,
         title=title or url,
         description=f"Vellum snapshot of {url}",
@@ -236,18 +249,25 @@ def _stage(
         if not warcs:
             continue
         prefix = source.folder.name
-        for warc in warcs:
+        primary, others = _by_replay_priority(source.folder, warcs)
+        for warc in primary:
             relative = warc.relative_to(source.folder).as_posix().replace("/", "-")
             link = input_dir / f"{prefix}-{relative}"
             # py-wacz stores each WARC under its base name; links give every one its own.
             link.symlink_to(warc.resolve())
             inputs.append(link)
-        captured = _capture_time(warcs, source.url)
+        for warc in others:
+            relative = warc.relative_to(source.folder).as_posix().replace("/", "-")
+            kept = supplement_warc(warc, primary, input_dir / f"{prefix}-{relative}")
+            inputs.extend([kept] if kept else [])
+        captured = _capture_time(primary + others, source.url)
         ts = _iso(captured) if captured else _iso(source.archived_at)
         screenshot = source.folder / SCREENSHOT_PATH
         if screenshot.is_file():
             inputs.append(_screenshot_warc(screenshot, source.url, ts, input_dir / prefix))
-        pages.append({"id": prefix, "url": source.url, "ts": ts, "title": source.title})
+        pages.append(
+            {"id": prefix, "url": source.url, "ts": ts, "title": source.title, "text": source.text}
+        )
         if len(sources) == 1 and captured:
             main_page = ["--url", _main_url(source.url), "--ts", iso_date_to_timestamp(captured)]
     if not inputs:
@@ -256,6 +276,57 @@ def _stage(
     lines = [PAGES_HEADER, *({k: v for k, v in page.items() if v} for page in pages)]
     pages_file.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return inputs, pages_file, main_page
+
+
+def _by_replay_priority(folder: Path, warcs: list[Path]) -> tuple[list[Path], list[Path]]:
+    """Split ``warcs`` into those of the extractors with the highest ``replay_priority``
+    (core/extractors/base.py), which replay first, and the others."""
+
+    def priority(warc: Path) -> int:
+        extractor = find_extractor(warc.relative_to(folder).parts[0])
+        return extractor.replay_priority if extractor else 0
+
+    best = max(priority(warc) for warc in warcs)
+    primary = [warc for warc in warcs if priority(warc) == best]
+    return primary, [warc for warc in warcs if priority(warc) != best]
+
+
+def supplement_warc(warc: Path, primary: list[Path], output: Path) -> Path | None:
+    """Write to ``output`` (gzipped) the records of ``warc`` whose WARC-Target-URI no WARC of
+    ``primary`` records, with its ``warcinfo`` and records that name no URI; return
+    ``output``, or None (writing nothing) when no record of a URL is left. A WARC that cannot
+    be read is passed on whole, for py-wacz to say what is wrong with it."""
+    recorded = _target_uris(primary)
+    kept = 0
+    try:
+        with open(warc, "rb") as stream, open(output, "wb") as out:
+            writer = WARCWriter(out, gzip=True)
+            for record in ArchiveIterator(stream, ensure_http_headers=True):
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                if uri in recorded:
+                    continue
+                if uri is not None and record.rec_type in PAGE_RECORD_TYPES:
+                    kept += 1
+                writer.write_record(record)
+    except ArchiveLoadFailed:
+        output.unlink(missing_ok=True)
+        output.symlink_to(warc.resolve())
+        return output
+    if not kept:
+        output.unlink()
+        return None
+    return output
+
+
+def _target_uris(warcs: list[Path]) -> set[str]:
+    """The URIs of the records in ``warcs`` that a page can be replayed from."""
+    uris = set()
+    for warc in warcs:
+        with contextlib.suppress(ArchiveLoadFailed), open(warc, "rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type in PAGE_RECORD_TYPES:
+                    uris.add(record.rec_headers.get_header("WARC-Target-URI"))
+    return uris
 
 
 def _capture_time(warcs: list[Path], url: str) -> str | None:

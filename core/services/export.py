@@ -38,6 +38,7 @@ from core.folder.wacz import (
 )
 from core.models import Snapshot
 from core.services.fixity import local_problems
+from core.services.search import snapshot_page_text
 from crawls.models import Crawl
 
 SOURCE_ORGANIZATION = "Vellum"
@@ -397,6 +398,7 @@ def _page_source(snapshot: Snapshot) -> PageSource:
         url=snapshot.url,
         title=snapshot.title,
         archived_at=snapshot.start_ts or snapshot.created_at,
+        text=snapshot_page_text(snapshot=snapshot),
     )
 
 

@@ -37,7 +37,7 @@ from core.folder.signing import (
 from core.folder.wacz import PackagingError, build_wacz
 from core.models import ArchiveResult, Snapshot
 from core.services.copies import copies_queue
-from core.services.search import snapshot_index_text
+from core.services.search import snapshot_index_text, snapshot_page_text
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.retries import exhausted, recover_expired_lease, retry_or_fail
@@ -114,6 +114,7 @@ def _write_proofs(snapshot: Snapshot, results: list[ArchiveResult]) -> tuple[str
             title=snapshot.title,
             archived_at=snapshot.start_ts or snapshot.created_at,
             timeout=settings.WACZ_TIMEOUT,
+            text=snapshot_page_text(snapshot=snapshot),
         )
     write_index(folder, snapshot_index(snapshot, results))
     manifest_sha256 = write_manifest(folder)

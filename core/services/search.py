@@ -33,15 +33,20 @@ def text_sources() -> list[str]:
     return [f"{extractor.name}/{extractor.search_text}" for extractor in givers]
 
 
-def snapshot_index_text(*, snapshot: Snapshot) -> SnapshotText:
-    """Write (or rewrite) ``snapshot``'s row of the search index from its folder and record."""
-    text = ""
+def snapshot_page_text(*, snapshot: Snapshot) -> str:
+    """Return the page's text from the best of ``text_sources`` in ``snapshot``'s folder (its
+    first MAX_TEXT_CHARS characters), or "" when it has none."""
     for relative in text_sources():
         path = snapshot.output_dir / relative
         if path.is_file():
             with open(path, encoding="utf-8", errors="replace") as handle:
-                text = handle.read(MAX_TEXT_CHARS)
-            break
+                return handle.read(MAX_TEXT_CHARS)
+    return ""
+
+
+def snapshot_index_text(*, snapshot: Snapshot) -> SnapshotText:
+    """Write (or rewrite) ``snapshot``'s row of the search index from its folder and record."""
+    text = snapshot_page_text(snapshot=snapshot)
     row, _created = SnapshotText.objects.update_or_create(
         snapshot=snapshot,
         defaults={

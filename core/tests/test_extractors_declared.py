@@ -233,6 +233,7 @@ def test_the_default_extractors_declare_what_those_modules_knew_by_name() -> Non
         ("pdf/output.pdf", "pdf"),
         ("dom/output.html", "utf-8"),
         ("singlefile/singlefile.html", "utf-8"),
+        ("recording/warc/*.warc.gz", "warc"),
         ("readability/article.json", "json"),
         ("readability/content.html", "utf-8"),
         ("readability/content.txt", "utf-8"),

@@ -290,6 +290,7 @@ WEBHOOK_ALLOWED_NETWORKS = env_networks("WEBHOOK_ALLOWED_NETWORKS", [])
 # Seconds the rendering extractors spend on a loaded page before they capture it: scroll it to
 # the bottom, load its lazy images, wait for its network to go quiet (core/extractors/
 # behaviours.py); never more than a quarter of what is left of the extractor's timeout. 0: none.
+# A crawl may set its own, as it may its page limit (add --behaviour-seconds N --scroll-pages N).
 BEHAVIOUR_SECONDS = env_number("BEHAVIOUR_SECONDS", 10, minimum=0)
 # Times a page may grow while it is scrolled (an infinite scroll) before scrolling stops.
 SCROLL_PAGE_LIMIT = env_int("SCROLL_PAGE_LIMIT", 10, minimum=0)

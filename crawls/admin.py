@@ -49,7 +49,8 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "hold_reason", "seeds", "depth", "any_host", "priority",
-                       "tag_names", "profile", "schedule", "estimate_summary", "source_file",
+                       "tag_names", "profile", "behaviours", "schedule", "estimate_summary",
+                       "source_file",
                        "input_summary", "notify_webhook", "notify_email", "created_by",
                        "created_at", "start_ts", "end_ts", "retry_at", "snapshots_link",
                        "report_json"]  # fmt: skip
@@ -152,6 +153,12 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
         url = reverse("admin:core_snapshot_changelist") + f"?crawl__id__exact={crawl.pk}"
         return format_html('<a href="{}">{} snapshots</a>', url, crawl.snapshots.count())
 
+    @admin.display(description="behaviours")
+    def behaviours(self, crawl):
+        """What the browser extractors do to a page before capturing it (its options or the
+        settings'): the crawl's behaviour_seconds and scroll_page_limit."""
+        return crawl.behaviour_summary()
+
     @admin.display(description="estimate")
     def estimate_summary(self, crawl):
         return describe_estimate(crawl.estimate) if crawl.estimate else "—"
@@ -200,7 +207,8 @@ class CrawlScheduleForm(forms.ModelForm):
     class Meta:
         model = CrawlSchedule
         fields = ["cron", "enabled", "source", "parser", "depth", "any_host", "tags", "priority",
-                  "profile", "notify_webhook", "notify_email"]  # fmt: skip
+                  "profile", "notify_webhook", "notify_email", "behaviour_seconds",
+                  "scroll_page_limit"]  # fmt: skip
         widgets = {"parser": forms.Select(choices=[(f, f) for f in ["auto", *FORMATS]])}
 
     def clean(self):
@@ -217,6 +225,8 @@ class CrawlScheduleForm(forms.ModelForm):
                     notify_webhook=data["notify_webhook"],
                     notify_email=data["notify_email"],
                     profile=data["profile"].name if data["profile"] else "",
+                    behaviour_seconds=data["behaviour_seconds"],
+                    scroll_page_limit=data["scroll_page_limit"],
                 )
             )
         except InputError as error:

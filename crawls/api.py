@@ -11,7 +11,14 @@ from ninja.pagination import paginate
 
 from archive.pagination import BoundedPageNumberPagination
 from core.models import Snapshot
-from core.services.crawls import CrawlOptions, crawl_create, crawl_hold, crawl_release
+from core.services.crawls import (
+    MAX_BEHAVIOUR_SECONDS,
+    MAX_SCROLL_PAGES,
+    CrawlOptions,
+    crawl_create,
+    crawl_hold,
+    crawl_release,
+)
 from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
 from core.web.permissions import staff
@@ -37,6 +44,18 @@ class CrawlIn(Schema):
     profile: str = ""
     webhook: str = ""
     email: str = ""
+    behaviour_seconds: float | None = Field(
+        None,
+        description="Seconds the browser extractors may spend on a page before capturing it "
+        f"(scrolling, lazy images, network quiet): 0 to {MAX_BEHAVIOUR_SECONDS}, 0 for none; "
+        "null: the server's BEHAVIOUR_SECONDS. Never more than a quarter of the extractor's "
+        "timeout",
+    )
+    scroll_page_limit: int | None = Field(
+        None,
+        description="Times an infinite scroll may grow while a page is scrolled: 0 to "
+        f"{MAX_SCROLL_PAGES}; null: the server's SCROLL_PAGE_LIMIT",
+    )
 
 
 class CrawlOut(Schema):
@@ -48,6 +67,8 @@ class CrawlOut(Schema):
     priority: int
     tags: list[str]
     profile: str | None
+    behaviour_seconds: float | None
+    scroll_page_limit: int | None
     hold_reason: str
     created_at: datetime
     start_ts: datetime | None
@@ -123,6 +144,8 @@ def add(request, body: CrawlIn):
             profile=body.profile,
             notify_webhook=body.webhook,
             notify_email=body.email,
+            behaviour_seconds=body.behaviour_seconds,
+            scroll_page_limit=body.scroll_page_limit,
         ),
         created_by=request.auth,
     )

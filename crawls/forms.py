@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from core.services.crawls import MAX_DEPTH
+from core.services.crawls import MAX_BEHAVIOUR_SECONDS, MAX_DEPTH, MAX_SCROLL_PAGES
 from crawls.inputs import FORMATS
 from crawls.models import Profile
 
@@ -32,6 +32,24 @@ class AddForm(forms.Form):
         to_field_name="name",
         empty_label="default",
         help_text="Which extractors run (manage.py profile list).",
+    )
+    behaviour_seconds = forms.FloatField(
+        label="Behaviour seconds",
+        required=False,
+        min_value=0,
+        max_value=MAX_BEHAVIOUR_SECONDS,
+        help_text="Seconds the browser captures may spend scrolling a page to its bottom, "
+        "loading lazy images and waiting for its network before capturing it (never more "
+        "than a quarter of the extractor's timeout). 0: none; empty: the server's setting "
+        "(BEHAVIOUR_SECONDS).",
+    )
+    scroll_page_limit = forms.IntegerField(
+        label="Scroll pages",
+        required=False,
+        min_value=0,
+        max_value=MAX_SCROLL_PAGES,
+        help_text="Times an infinite scroll may load more while a page is scrolled. "
+        "Empty: the server's setting (SCROLL_PAGE_LIMIT).",
     )
 
     def clean(self):

@@ -11,9 +11,19 @@ from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from core.extractors.behaviours import BehaviourOptions
 from crawls.choices import CrawlStatus
 from crawls.profiles import PlannedStep, default_steps, plan_steps
 from orchestrator.models import WorkItem, WorkQuerySet
+
+BEHAVIOUR_SECONDS_HELP = (
+    "Seconds the rendering extractors may spend on a page before capturing it: scrolling to the "
+    "bottom, loading lazy images, waiting for the network (0: none; empty: BEHAVIOUR_SECONDS). "
+    "Never more than a quarter of the extractor's timeout."
+)
+SCROLL_PAGE_LIMIT_HELP = (
+    "Times an infinite scroll may grow while a page is scrolled (empty: SCROLL_PAGE_LIMIT)."
+)
 
 
 class ProfileQuerySet(models.QuerySet):
@@ -131,6 +141,10 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
     notify_email = models.CharField(
         max_length=512, blank=True, help_text="Addresses (comma-separated) the report is sent to."
     )
+    behaviour_seconds = models.FloatField(null=True, blank=True, help_text=BEHAVIOUR_SECONDS_HELP)
+    scroll_page_limit = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text=SCROLL_PAGE_LIMIT_HELP
+    )
     input_report = models.JSONField(
         default=dict,
         blank=True,
@@ -168,6 +182,21 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
     def seed_list(self) -> list[str]:
         """Return the seed URLs in the order they were given."""
         return [line for line in self.seeds.splitlines() if line]
+
+    def behaviour_summary(self) -> str:
+        """Say what the rendering extractors do to this crawl's pages before capturing them,
+        for people: "at most 30 s, 5 scroll pages", or "off"; a value that comes from the
+        settings (the crawl set none) is followed by the setting's name."""
+        options = BehaviourOptions(self.behaviour_seconds, self.scroll_page_limit)
+        if options.resolved_seconds() == 0:
+            return "off" if self.behaviour_seconds is not None else "off (BEHAVIOUR_SECONDS)"
+        seconds = f"{options.resolved_seconds():g} s"
+        if self.behaviour_seconds is None:
+            seconds += " (BEHAVIOUR_SECONDS)"
+        pages = f"{options.resolved_page_limit()} scroll pages"
+        if self.scroll_page_limit is None:
+            pages += " (SCROLL_PAGE_LIMIT)"
+        return f"at most {seconds}, {pages}"
 
     # --- guards (pure) ------------------------------------------------------------------------
 
@@ -259,6 +288,10 @@ class CrawlSchedule(models.Model):
     )
     notify_webhook = models.URLField(max_length=2048, blank=True)
     notify_email = models.CharField(max_length=512, blank=True)
+    behaviour_seconds = models.FloatField(null=True, blank=True, help_text=BEHAVIOUR_SECONDS_HELP)
+    scroll_page_limit = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text=SCROLL_PAGE_LIMIT_HELP
+    )
     next_run_at = models.DateTimeField(db_index=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, help_text="Why the last run made no crawl.")

@@ -38,6 +38,8 @@ def add_page(request: HttpRequest) -> HttpResponse:
                     depth=form.cleaned_data["depth"],
                     tags=[form.cleaned_data["tags"]],
                     profile=profile.name if profile else "",
+                    behaviour_seconds=form.cleaned_data["behaviour_seconds"],
+                    scroll_page_limit=form.cleaned_data["scroll_page_limit"],
                 ),
                 created_by=request.user,
             )

@@ -7,11 +7,13 @@ scroll. ``page_behave`` scrolls about a viewport at a time and, at the bottom, w
 for the page to grow; it stops when the page no longer grows, after the page has grown
 SCROLL_PAGE_LIMIT times (an endless page), or when its budget runs out (BEHAVIOUR_SECONDS, and
 never more than a quarter of the time left before the extractor's deadline: the capture that
-follows, SingleFile's above all, needs the rest). Lazy images are made eager and each image's
-chosen candidate (``srcset``, ``<picture>``) is waited for; then the network is given a short
-while to go quiet, and the page is scrolled back to the top for the screenshot. Nothing here
-fails a capture: a page that scrolls forever is captured as it is when the behaviours stop, and
-a page that navigates away mid-scroll is captured as it is.
+follows, SingleFile's above all, needs the rest). A crawl may set its own seconds and page
+limit instead of the settings (``BehaviourOptions``: the crawl's ``behaviour_seconds`` and
+``scroll_page_limit``). Lazy images are made eager and each image's chosen candidate
+(``srcset``, ``<picture>``) is waited for; then the network is given a short while to go
+quiet, and the page is scrolled back to the top for the screenshot. Nothing here fails a
+capture: a page that scrolls forever is captured as it is when the behaviours stop, and a page
+that navigates away mid-scroll is captured as it is.
 """
 
 from __future__ import annotations
@@ -84,16 +86,51 @@ class BehaviourReport:
         )
 
 
-def behaviour_budget(deadline: float) -> float:
+@dataclass(frozen=True)
+class BehaviourOptions:
+    """One crawl's say over the behaviours: the ``seconds`` they may take on a page (0: none)
+    and the ``page_limit``, how many times an endless page may grow while it is scrolled. None
+    leaves each to its setting (BEHAVIOUR_SECONDS, SCROLL_PAGE_LIMIT), read when a page is
+    loaded. The crawl's options checks (core/services/crawls.py) bound both."""
+
+    seconds: float | None = None
+    page_limit: int | None = None
+
+    def resolved_seconds(self) -> float:
+        """The seconds behaviours may take, before the quarter-of-what-is-left rule."""
+        return float(settings.BEHAVIOUR_SECONDS if self.seconds is None else self.seconds)
+
+    def resolved_page_limit(self) -> int:
+        """The times a page may grow while scrolled before scrolling stops."""
+        return int(settings.SCROLL_PAGE_LIMIT if self.page_limit is None else self.page_limit)
+
+
+FROM_SETTINGS = BehaviourOptions()
+
+
+def behaviour_options(snapshot: object) -> BehaviourOptions:
+    """Return the behaviour options of ``snapshot`` (a Snapshot's ``behaviour_options``: its
+    crawl's), or FROM_SETTINGS for an object without them (a benchmark's plain object with
+    only a ``url``)."""
+    options = getattr(snapshot, "behaviour_options", None)
+    return options if isinstance(options, BehaviourOptions) else FROM_SETTINGS
+
+
+def behaviour_budget(deadline: float, seconds: float | None = None) -> float:
     """Return the seconds behaviours may take on a page whose capture must end by
-    ``deadline`` (time.monotonic()): BEHAVIOUR_SECONDS, at most a quarter of what is left."""
+    ``deadline`` (time.monotonic()): ``seconds`` (None: BEHAVIOUR_SECONDS), at most a quarter
+    of what is left."""
     left = deadline - time.monotonic()
-    return max(0.0, min(float(settings.BEHAVIOUR_SECONDS), left / 4))
+    wanted = BehaviourOptions(seconds=seconds).resolved_seconds()
+    return max(0.0, min(wanted, left / 4))
 
 
-def page_behave(page, *, deadline: float) -> BehaviourReport:
+def page_behave(
+    page, *, deadline: float, options: BehaviourOptions = FROM_SETTINGS
+) -> BehaviourReport:
     """Scroll the loaded Playwright ``page`` to its bottom and back (module docstring), in the
-    browser's thread, within behaviour_budget(``deadline``); return what was done.
+    browser's thread, within behaviour_budget(``deadline``, ``options.seconds``) and up to
+    ``options``' page limit; return what was done.
 
     Raises nothing of the page's making: a Playwright error (the page navigated away, closed,
     or crashed) ends the behaviours and is named in ``stopped``; the capture that follows
@@ -103,7 +140,7 @@ def page_behave(page, *, deadline: float) -> BehaviourReport:
     from playwright.sync_api import Error as PlaywrightError
 
     report = BehaviourReport()
-    budget = behaviour_budget(deadline)
+    budget = behaviour_budget(deadline, options.seconds)
     if budget <= 0:
         return report
     started = time.monotonic()
@@ -111,7 +148,7 @@ def page_behave(page, *, deadline: float) -> BehaviourReport:
     network = _NetworkWatch(page)
     try:
         report.lazy = page.evaluate(EAGER_SCRIPT)
-        report.stopped = _scroll_down(page, report, end)
+        report.stopped = _scroll_down(page, report, end, options.resolved_page_limit())
         report.lazy += page.evaluate(EAGER_SCRIPT)  # what the scrolling added
         page.evaluate(IMAGES_SCRIPT, min(IMAGE_WAIT_SECONDS, _left(end)))
         network.wait_quiet(min(QUIET_WAIT_SECONDS, _left(end)))
@@ -125,9 +162,9 @@ def page_behave(page, *, deadline: float) -> BehaviourReport:
     return report
 
 
-def _scroll_down(page, report: BehaviourReport, end: float) -> str:
-    """Step down until the bottom stays the bottom, the page limit, or ``end``; return why
-    scrolling stopped."""
+def _scroll_down(page, report: BehaviourReport, end: float, page_limit: int) -> str:
+    """Step down until the bottom stays the bottom, the page has grown ``page_limit`` times,
+    or ``end``; return why scrolling stopped."""
     # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -153,7 +190,7 @@ def _scroll_down(page, report: BehaviourReport, end: float) -> str:
         if new_height > height:
             report.grew += 1
             height = new_height
-            if report.grew >= settings.SCROLL_PAGE_LIMIT:
+            if report.grew >= page_limit:
                 return "page limit"
 
 

@@ -23,7 +23,12 @@ from django.conf import settings
 
 from core.extractors.addresses import Refusal
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.behaviours import BehaviourReport, page_behave
+from core.extractors.behaviours import (
+    BehaviourOptions,
+    BehaviourReport,
+    behaviour_options,
+    page_behave,
+)
 from core.extractors.browser import (
     Browser,
     BrowserUnavailable,
@@ -159,7 +164,9 @@ class ChromiumExtractor(Extractor):
         try:
             done = browser.visit(
                 snapshot.url,
-                load=partial(self._load, url=snapshot.url, record=load),
+                load=partial(
+                    self._load, url=snapshot.url, record=load, behaviour=behaviour_options(snapshot)
+                ),
                 capture=partial(self.capture, out_dir=out_dir),
                 user_agent=self.user_agent,
                 timeout=self.timeout,
@@ -178,11 +185,12 @@ class ChromiumExtractor(Extractor):
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
 
     def _load(
-        self, page, *, url: str, record: PageLoad
+        self, page, *, url: str, record: PageLoad, behaviour: BehaviourOptions
     ) -> tuple[Outcome, str, float | None] | None:
-        """In the browser's thread: load ``url`` and let it settle; return None, or
-        (outcome, error, retry_after) when the response cannot be captured. ``record`` notes
-        that the page was loaded, and each URL the main frame requested on the way."""
+        """In the browser's thread: load ``url``, let it settle and run the behaviours
+        (``behaviour``: the snapshot's crawl's options); return None, or (outcome, error,
+        retry_after) when the response cannot be captured. ``record`` notes that the page was
+        loaded, and each URL the main frame requested on the way."""
         record.loaded = True
         deadline = time.monotonic() + self.timeout
         failures: list[str] = []
@@ -193,7 +201,7 @@ class ChromiumExtractor(Extractor):
             return refused
         _wait_for_load(page, failures, deadline)
         _settle(page)
-        record.behaviours = page_behave(page, deadline=deadline)
+        record.behaviours = page_behave(page, deadline=deadline, options=behaviour)
         return None
 
     def capture(self, page, out_dir: Path) -> str:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
+from core.extractors.behaviours import BehaviourOptions
 from core.models.preservation import LOCAL, FixityCheck
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.diskguard import disk_held
@@ -137,6 +138,15 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     def output_dir(self) -> Path:
         """The snapshot's folder: ``DATA_DIR/archive/<id>/``."""
         return settings.ARCHIVE_DIR / str(self.pk)
+
+    @property
+    def behaviour_options(self) -> BehaviourOptions:
+        """What the rendering extractors do to this snapshot's page before capturing it: its
+        crawl's ``behaviour_seconds`` and ``scroll_page_limit`` (None: the settings). Reads
+        ``crawl``, which the result actor's claim joins (orchestrator/work.py)."""
+        return BehaviourOptions(
+            seconds=self.crawl.behaviour_seconds, page_limit=self.crawl.scroll_page_limit
+        )
 
     # --- guards (pure) ------------------------------------------------------------------------
 

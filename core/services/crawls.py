@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,11 @@ logger = logging.getLogger(__name__)
 
 MAX_DEPTH = 10
 PRIORITY_RANGE = (-32768, 32767)  # a SmallIntegerField on every database Django supports
+# Bounds of a crawl's behaviour options (core/extractors/behaviours.py): five minutes on one page
+# (behaviours never get more than a quarter of the extractor's timeout anyway), and far more
+# growths of an infinite scroll than anyone reads.
+MAX_BEHAVIOUR_SECONDS = 300
+MAX_SCROLL_PAGES = 1000
 REPORT_FAILURE_LIMIT = 200
 
 
@@ -40,7 +46,10 @@ class CrawlOptions:
     (each may hold several, comma-separated); run it before crawls of a lower ``priority``;
     run the steps of the profile named ``profile`` ("": the default one); send its report,
     once sealed, to ``notify_webhook`` (a URL) and ``notify_email`` (addresses,
-    comma-separated). check_crawl_options checks them."""
+    comma-separated); let the rendering extractors spend at most ``behaviour_seconds`` on a
+    page before capturing it (0: no behaviours) and follow an infinite scroll for at most
+    ``scroll_page_limit`` growths (each a number, or its text as typed; None or "": the
+    setting, BEHAVIOUR_SECONDS or SCROLL_PAGE_LIMIT). check_crawl_options checks them."""
 
     depth: int = 0
     any_host: bool = False
@@ -49,6 +58,8 @@ class CrawlOptions:
     profile: str = ""
     notify_webhook: str = ""
     notify_email: str = ""
+    behaviour_seconds: float | str | None = None
+    scroll_page_limit: int | str | None = None
 
 
 DEFAULT_OPTIONS = CrawlOptions()
@@ -101,6 +112,8 @@ def crawl_create(
             notify_webhook=checked.notify_webhook,
             notify_email=checked.notify_email,
             profile=checked.profile,
+            behaviour_seconds=checked.behaviour_seconds,
+            scroll_page_limit=checked.scroll_page_limit,
             schedule=schedule,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in checked.tags])
@@ -117,27 +130,73 @@ def crawl_create(
 @dataclass(frozen=True)
 class CheckedOptions:
     """A crawl's options once checked: tags split and unique, addresses normalized, the
-    profile found."""
+    profile found, the behaviour options numbers (None: the setting)."""
 
     tags: list[str]
     notify_webhook: str
     notify_email: str
     profile: Profile | None
+    behaviour_seconds: float | None = None
+    scroll_page_limit: int | None = None
 
 
 def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
     """Check ``options`` (crawl_create's rules); raise InputError naming the first thing wrong:
     a depth outside 0..MAX_DEPTH, a priority outside a small integer's range, an invalid tag,
     more than settings.MAX_TAGS_PER_REQUEST distinct tags, an invalid webhook URL or email
-    address, or a profile that names no stored Profile (none: the default profile, if one is
-    marked)."""
+    address, a profile that names no stored Profile (none: the default profile, if one is
+    marked), behaviour seconds that are not a number from 0 to MAX_BEHAVIOUR_SECONDS, or a
+    scroll page limit that is not a whole number from 0 to MAX_SCROLL_PAGES."""
     if not 0 <= options.depth <= MAX_DEPTH:
         raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {options.depth}")
     if not PRIORITY_RANGE[0] <= options.priority <= PRIORITY_RANGE[1]:
         low, high = PRIORITY_RANGE
         raise InputError(f"priority must be between {low} and {high}, not {options.priority}")
+    seconds = _clean_behaviour_seconds(options.behaviour_seconds)
+    pages = _clean_scroll_page_limit(options.scroll_page_limit)
     webhook, email = _clean_notify(options.notify_webhook, options.notify_email)
-    return CheckedOptions(_clean_tags(options.tags), webhook, email, _find_profile(options.profile))
+    return CheckedOptions(
+        _clean_tags(options.tags), webhook, email, _find_profile(options.profile), seconds, pages
+    )
+
+
+def _clean_behaviour_seconds(value: float | str | None) -> float | None:
+    """Return behaviour seconds as a number (None: the setting); raise InputError."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    wrong = f"behaviour seconds must be a number of seconds (0: no behaviours), not {value!r}"
+    if isinstance(value, bool):
+        raise InputError(wrong)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise InputError(wrong) from None
+    if not math.isfinite(seconds):
+        raise InputError(wrong)
+    if not 0 <= seconds <= MAX_BEHAVIOUR_SECONDS:
+        raise InputError(
+            f"behaviour seconds must be between 0 and {MAX_BEHAVIOUR_SECONDS}, not {seconds:g}"
+        )
+    return seconds
+
+
+def _clean_scroll_page_limit(value: int | str | None) -> int | None:
+    """Return a scroll page limit as an int (None: the setting); raise InputError."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    wrong = f"scroll pages must be a whole number of pages, not {value!r}"
+    if isinstance(value, bool):
+        raise InputError(wrong)
+    if isinstance(value, int):
+        pages = value
+    else:
+        try:
+            pages = int(str(value).strip())
+        except ValueError:
+            raise InputError(wrong) from None
+    if not 0 <= pages <= MAX_SCROLL_PAGES:
+        raise InputError(f"scroll pages must be between 0 and {MAX_SCROLL_PAGES}, not {pages}")
+    return pages
 
 
 def _find_profile(name: str) -> Profile | None:

@@ -60,6 +60,8 @@ def schedule_create(
         profile=checked.profile,
         notify_webhook=checked.notify_webhook,
         notify_email=checked.notify_email,
+        behaviour_seconds=checked.behaviour_seconds,
+        scroll_page_limit=checked.scroll_page_limit,
         next_run_at=next_run_at,
         created_by=created_by,
     )
@@ -134,6 +136,8 @@ def _options_of(schedule: CrawlSchedule) -> CrawlOptions:
         profile=schedule.profile.name if schedule.profile else "",
         notify_webhook=schedule.notify_webhook,
         notify_email=schedule.notify_email,
+        behaviour_seconds=schedule.behaviour_seconds,
+        scroll_page_limit=schedule.scroll_page_limit,
     )
 
 

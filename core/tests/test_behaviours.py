@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from model_bakery import baker
 from PIL import Image
 
 from core.extractors import browser as browser_module
@@ -23,7 +24,9 @@ from core.extractors.browser import close_shared_browser
 from core.extractors.dom import DomExtractor
 from core.extractors.errors import Outcome
 from core.extractors.screenshot import ScreenshotExtractor
+from core.models import Snapshot
 from core.tests.site import LiveSite
+from crawls.models import Crawl
 
 pytestmark = pytest.mark.browser
 dismiss_dialog = browser_module._dismiss_dialog
@@ -258,3 +261,50 @@ def test_the_report_reads_as_a_log_line() -> None:
     assert str(report) == (
         "1.2 s, scrolled 4000 px in 6 steps, grew 1 times, 2 lazy, stopped: bottom"
     )
+
+
+# --- a crawl's own options (crawls/tests/test_behaviour_options.py: how they reach the crawl) ---
+
+
+def snapshot_in_crawl(site: LiveSite, page: str, **options) -> Snapshot:
+    """A snapshot of ``page`` in a crawl with ``options`` (Crawl fields), read as the result
+    actor's claim reads it: its crawl joined."""
+    crawl = baker.make(Crawl, seeds=site.url(page), **options)
+    made = baker.make(Snapshot, crawl=crawl, url=site.url(page))
+    return Snapshot.objects.select_related("crawl").get(pk=made.pk)
+
+
+def crawl_dom(snapshot: Snapshot, out_dir: Path) -> str:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    output = DomExtractor().run(snapshot, out_dir)
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    return (out_dir / output.output).read_text(encoding="utf-8")
+
+
+@pytest.mark.django_db
+def test_a_crawl_with_behaviour_seconds_0_leaves_the_lazy_content_out(
+    site: LiveSite, tmp_path: Path
+) -> None:
+    off = snapshot_in_crawl(site, "/lazy.html?off", behaviour_seconds=0)
+    default = snapshot_in_crawl(site, "/lazy.html?default")  # BEHAVIOUR_SECONDS is 10
+
+    dom_off = crawl_dom(off, tmp_path / "off")
+    dom_default = crawl_dom(default, tmp_path / "default")
+
+    assert "LAZY-IMAGE-LOADED" not in dom_off
+    assert "LAZY-IMAGE-LOADED" in dom_default
+    assert requested(site).count("/static/pixel.png?lazy") == 1  # for the default crawl alone
+
+
+@pytest.mark.django_db
+def test_a_crawl_with_a_larger_scroll_page_limit_gets_more_of_an_infinite_scroll(
+    site: LiveSite, tmp_path: Path
+) -> None:
+    small = snapshot_in_crawl(site, "/forever.html?small", scroll_page_limit=2)
+    large = snapshot_in_crawl(site, "/forever.html?large", scroll_page_limit=6)
+
+    small_chunks = crawl_dom(small, tmp_path / "small").count('class="chunk"')
+    large_chunks = crawl_dom(large, tmp_path / "large").count('class="chunk"')
+
+    assert 2 <= small_chunks <= 3  # the setting (SCROLL_PAGE_LIMIT 10) would give 10
+    assert 6 <= large_chunks <= 7

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from core.services.crawls import MAX_DEPTH, CrawlOptions
+from core.services.crawls import (
+    MAX_BEHAVIOUR_SECONDS,
+    MAX_DEPTH,
+    MAX_SCROLL_PAGES,
+    CrawlOptions,
+)
 from crawls.inputs import FORMATS
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -45,6 +50,21 @@ def add_crawl_arguments(parser) -> None:
         default="",
         help="The profile (steps to run) by name; default: the one marked default, else "
         "every extractor. manage.py profile list shows them.",
+    )
+    # Taken as typed: check_crawl_options reads the numbers, and names what is wrong in one line.
+    parser.add_argument(
+        "--behaviour-seconds",
+        metavar="SECONDS",
+        help="Seconds the browser extractors (screenshot, pdf, dom, singlefile) may spend on a "
+        "page before capturing it: scroll to the bottom, load lazy images, wait for the network "
+        f"(0-{MAX_BEHAVIOUR_SECONDS}; 0: none; default: BEHAVIOUR_SECONDS); never more than a "
+        "quarter of the extractor's timeout.",
+    )
+    parser.add_argument(
+        "--scroll-pages",
+        metavar="N",
+        help="Times an infinite scroll may grow while a page is scrolled "
+        f"(0-{MAX_SCROLL_PAGES}; default: SCROLL_PAGE_LIMIT).",
     )
 
 
@@ -91,5 +111,7 @@ def crawl_keywords(options: dict, source_name: str, depth: int) -> dict:
             profile=options["profile"],
             notify_webhook=options["webhook"],
             notify_email=options["email"],
+            behaviour_seconds=options["behaviour_seconds"],
+            scroll_page_limit=options["scroll_pages"],
         ),
     }

@@ -28,7 +28,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -235,14 +235,16 @@ class Browser:
         capture: Callable[[Page], T],
         user_agent: str,
         timeout: float,
+        load_key: Hashable = None,
     ) -> R | T:
         """Return ``capture(page)`` of ``url`` loaded by ``load(page)``, or what ``load``
         returned when it was not None (the page cannot be captured), in the browser's thread.
 
         A page is loaded in a fresh browser context; the visit stays open for the next call,
-        and a call for the same URL with the same user agent within VISIT_REUSE_SECONDS
-        captures the page already loaded instead of loading it again (the screenshot, pdf and
-        dom of a snapshot, when one actor runs them, then come from one visit). Every
+        and a call for the same URL with the same user agent and ``load_key`` (what else
+        ``load`` depends on: the crawl's behaviour options) within VISIT_REUSE_SECONDS captures
+        the page already loaded instead of loading it again (the screenshot, pdf and dom of a
+        snapshot, when one actor runs them, then come from one visit). Every
         ``alert``, ``confirm``, ``prompt`` or ``beforeunload`` dialog a page of the context
         opens is dismissed at once, so that no page can block its capture. ``timeout``
         (seconds) is the deadline for all of it: Playwright's own timeouts are set to it, and
@@ -251,7 +253,9 @@ class Browser:
         ``capture`` raise (Playwright's errors included) is raised here.
         """
         self.pages += 1
-        job = self._thread.submit(self._visit, url, load, capture, user_agent, timeout)
+        job = self._thread.submit(
+            self._visit, (url, user_agent, load_key), load, capture, user_agent, timeout
+        )
         try:
             return job.result(timeout=timeout + DEADLINE_GRACE)
         except FutureTimeout:
@@ -260,8 +264,8 @@ class Browser:
                 job.result(timeout=CLOSE_TIMEOUT)
             raise DeadlineMissed(f"chromium timed out after {timeout:g} s") from None
 
-    def _visit(self, url, load, capture, user_agent: str, timeout: float):
-        page = self._last_page(url, user_agent)
+    def _visit(self, key: tuple, load, capture, user_agent: str, timeout: float):
+        page = self._last_page(key)
         reused = page is not None
         if not reused:
             self._close_visit()
@@ -282,20 +286,21 @@ class Browser:
                 if refused is not None:
                     _close_context(page)
                     return refused
-                self._visit_open = (url, user_agent, page.url, time.monotonic(), page)
+                self._visit_open = (key, page.url, time.monotonic(), page)
             return capture(page)
         except BaseException:
             self._visit_open = None
             _close_context(page)
             raise
 
-    def _last_page(self, url: str, user_agent: str) -> Page | None:
-        """The open visit's page if it was of ``url`` with ``user_agent``, recently, and the
-        page has not navigated elsewhere since (a script or a meta refresh)."""
+    def _last_page(self, key: tuple) -> Page | None:
+        """The open visit's page if it was loaded for ``key`` (URL, user agent, load key),
+        recently, and the page has not navigated elsewhere since (a script or a meta
+        refresh)."""
         if self._visit_open is None:
             return None
-        visited, agent, final_url, at, page = self._visit_open
-        if (visited, agent) != (url, user_agent) or page.is_closed() or page.url != final_url:
+        visited, final_url, at, page = self._visit_open
+        if visited != key or page.is_closed() or page.url != final_url:
             return None
         return page if time.monotonic() - at <= VISIT_REUSE_SECONDS else None
 

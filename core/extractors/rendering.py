@@ -161,15 +161,15 @@ class ChromiumExtractor(Extractor):
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+        behaviour = behaviour_options(snapshot)
         try:
             done = browser.visit(
                 snapshot.url,
-                load=partial(
-                    self._load, url=snapshot.url, record=load, behaviour=behaviour_options(snapshot)
-                ),
+                load=partial(self._load, url=snapshot.url, record=load, behaviour=behaviour),
                 capture=partial(self.capture, out_dir=out_dir),
                 user_agent=self.user_agent,
                 timeout=self.timeout,
+                load_key=behaviour,  # a page behaved otherwise is not this crawl's to capture
             )
             if isinstance(done, tuple):
                 output.outcome, output.error, output.retry_after = done

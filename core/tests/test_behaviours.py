@@ -308,3 +308,22 @@ def test_a_crawl_with_a_larger_scroll_page_limit_gets_more_of_an_infinite_scroll
 
     assert 2 <= small_chunks <= 3  # the setting (SCROLL_PAGE_LIMIT 10) would give 10
     assert 6 <= large_chunks <= 7
+
+
+@pytest.mark.django_db
+def test_a_page_loaded_for_a_crawl_without_behaviours_is_not_reused_for_one_with_them(
+    site: LiveSite, tmp_path: Path
+) -> None:
+    """Two crawls of one URL, one after the other: the browser reuses a page it loaded
+    moments ago for the same URL, but not one loaded with other behaviour options."""
+    off = snapshot_in_crawl(site, "/lazy.html", behaviour_seconds=0)
+    default = snapshot_in_crawl(site, "/lazy.html")
+    again = snapshot_in_crawl(site, "/lazy.html")
+
+    dom_off = crawl_dom(off, tmp_path / "off")
+    dom_default = crawl_dom(default, tmp_path / "default")
+    crawl_dom(again, tmp_path / "again")
+
+    assert "LAZY-IMAGE-LOADED" not in dom_off
+    assert "LAZY-IMAGE-LOADED" in dom_default
+    assert requested(site).count("/lazy.html") == 2  # the third reused the second's page

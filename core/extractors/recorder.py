@@ -189,7 +189,9 @@ def _request_date(request) -> datetime:
 
 
 def _warc_headers(date: datetime) -> dict[str, str]:
-    return {"WARC-Date": datetime_to_iso_date(date, use_micros=True)}
+    """WARC-Date to the microsecond (WARC/1.1 §5.4); warcio formats a naive UTC datetime."""
+    naive_utc = date.astimezone(UTC).replace(tzinfo=None)
+    return {"WARC-Date": datetime_to_iso_date(naive_utc, use_micros=True)}
 
 
 def _response_record(writer: WARCWriter, response, body: bytes, date: datetime):

@@ -29,6 +29,8 @@ STEP_SECONDS = 0.1
 # Seconds to wait at the bottom for the page to grow (an infinite scroll fetching its next
 # page, content a timer adds) before scrolling is done.
 GROWTH_WAIT_SECONDS = 1.0
+# Milliseconds past a timer's due time for its callback to run and the page to lay out.
+TIMER_GRACE_MS = 100
 # The network counts as quiet after this many seconds without a request starting or ending...
 QUIET_SECONDS = 0.5
 # ...and is waited for at most this long (a page that polls or streams never goes quiet).
@@ -62,6 +64,51 @@ IMAGES_SCRIPT = """seconds => {
     return Promise.race([Promise.all(arrived), late]).then(() => loading.length);
 }"""
 TOP_SCRIPT = "() => window.scrollTo(0, 0)"
+# Installed in every frame of a capture's browser context before the page's own scripts run
+# (core/extractors/browser.py): counts what watches scrolling, which is how a page loads more
+# on sight beyond ``loading=lazy`` (EAGER_SCRIPT): IntersectionObservers, and ``scroll`` or
+# ``wheel`` listeners; and notes when each pending ``setTimeout`` is due, so that content a
+# timer adds soon is waited for. The page keeps working as before: the subclass and the
+# wrappers only count.
+WATCH_SCRIPT = """(() => {
+    const seen = {observers: 0, listeners: 0, timers: new Map()};
+    Object.defineProperty(window, "__vellumScrollWatch", {value: seen});
+    const setTimer = window.setTimeout, clearTimer = window.clearTimeout;
+    window.setTimeout = function (...args) {
+        const id = setTimer.apply(window, args);
+        seen.timers.set(id, performance.now() + (Number(args[1]) || 0));
+        return id;
+    };
+    window.clearTimeout = function (id) {
+        seen.timers.delete(id);
+        return clearTimer.call(window, id);
+    };
+    const Observer = window.IntersectionObserver;
+    if (Observer) {
+        window.IntersectionObserver = class IntersectionObserver extends Observer {
+            constructor(...args) { super(...args); seen.observers++; }
+        };
+    }
+    const listen = EventTarget.prototype.addEventListener;
+    EventTarget.prototype.addEventListener = function (type, ...rest) {
+        if (type === "scroll" || type === "wheel") seen.listeners++;
+        return listen.call(this, type, ...rest);
+    };
+})()"""
+# Seconds until the last of the page's timers due within ``limit`` seconds (0: none).
+TIMERS_SCRIPT = """limit => {
+    const seen = window.__vellumScrollWatch, now = performance.now();
+    if (!seen) return 0;
+    const soon = [...seen.timers.values()].map(due => due - now)
+        .filter(wait => wait > 0 && wait <= limit * 1000);
+    return soon.length ? Math.max(...soon) / 1000 : 0;
+}"""
+# True when the frame may load more when scrolled (or when WATCH_SCRIPT did not run in it).
+WATCHED_SCRIPT = """() => {
+    const seen = window.__vellumScrollWatch;
+    return !seen || seen.observers + seen.listeners > 0
+        || window.onscroll !== null || document.onscroll !== null;
+}"""
 
 
 @dataclass
@@ -69,7 +116,8 @@ class BehaviourReport:
     """What ``page_behave`` did to one page: ``seconds`` it took, how far it ``scrolled``
     (CSS pixels: the bottom of the viewport at its lowest), how many ``steps`` down, how many
     times the page ``grew`` while scrolled, how many ``lazy`` images or frames it made eager,
-    and why it ``stopped``: "bottom", "page limit", "budget", "off" or the error that ended it.
+    and why it ``stopped``: "bottom", "page limit", "budget", "off", "nothing watches
+    scrolling" or the error that ended it.
     """
 
     seconds: float = 0.0
@@ -148,8 +196,12 @@ def page_behave(
     network = _NetworkWatch(page)
     try:
         report.lazy = page.evaluate(EAGER_SCRIPT)
-        report.stopped = _scroll_down(page, report, end, options.resolved_page_limit())
-        report.lazy += page.evaluate(EAGER_SCRIPT)  # what the scrolling added
+        if _watches_scrolling(page):
+            report.stopped = _scroll_down(page, report, end, options.resolved_page_limit())
+            report.lazy += page.evaluate(EAGER_SCRIPT)  # what the scrolling added
+        else:  # nothing would load on sight: scrolling would only take time
+            report.stopped = "nothing watches scrolling"
+            _wait_for_timers(page, report, end)
         page.evaluate(IMAGES_SCRIPT, min(IMAGE_WAIT_SECONDS, _left(end)))
         network.wait_quiet(min(QUIET_WAIT_SECONDS, _left(end)))
         page.evaluate(TOP_SCRIPT)
@@ -194,6 +246,33 @@ def _scroll_down(page, report: BehaviourReport, end: float, page_limit: int) -> 
                 return "page limit"
 
 
+def _wait_for_timers(page, report: BehaviourReport, end: float) -> None:
+    """Wait for the page's timers due within GROWTH_WAIT_SECONDS (or until ``end``), for the
+    content they add; count it in ``report.grew`` if the page grew."""
+    wait = min(page.evaluate(TIMERS_SCRIPT, GROWTH_WAIT_SECONDS), _left(end))
+    if wait <= 0:
+        return
+    height = page.evaluate(HEIGHT_SCRIPT)
+    page.wait_for_timeout(wait * 1000 + TIMER_GRACE_MS)
+    if page.evaluate(HEIGHT_SCRIPT) > height:
+        report.grew += 1
+
+
+def _watches_scrolling(page) -> bool:
+    """True when a frame of ``page`` watches scrolling (WATCHED_SCRIPT); a frame that cannot
+    be asked (it is going away) counts as watching."""
+    # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
+    from playwright.sync_api import Error as PlaywrightError
+
+    for frame in page.frames:
+        try:
+            if frame.evaluate(WATCHED_SCRIPT):
+                return True
+        except PlaywrightError:
+            return True
+    return False
+
+
 def _left(end: float) -> float:
     return max(0.0, end - time.monotonic())
 
@@ -204,7 +283,9 @@ class _NetworkWatch:
     def __init__(self, page) -> None:
         self.page = page
         self.in_flight = 0
-        self.last_change = time.monotonic()
+        # The page's network was quiet before (rendering.py waited for it): what counts is what
+        # the behaviours set off.
+        self.last_change = time.monotonic() - QUIET_SECONDS
         page.on("request", self._started)
         page.on("requestfinished", self._ended)
         page.on("requestfailed", self._ended)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from django.conf import settings
 
+from core.extractors.behaviours import WATCH_SCRIPT
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, on_shutdown
 from core.extractors.recorder import Recorder
@@ -277,6 +278,7 @@ class Browser:
                 service_workers="block",
             )
             Recorder.attach(context)
+            context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
             context.on("dialog", _dismiss_dialog)
             page = context.new_page()
         try:

@@ -108,12 +108,21 @@ addEventListener("scroll", () => {{
 }});
 </script>
 """
+# Tall, and nothing on it reacts to scrolling: no observer, no scroll listener, no timer.
+STATIC_HTML = f"""<!doctype html><title>Static</title><p>STATIC-TOP</p>{SPACER.format(px=9000)}"""
+# The same, but an ``onscroll`` property (no addEventListener) watches the scrolling.
+ONSCROLL_HTML = f"""<!doctype html><title>Onscroll</title>{SPACER.format(px=9000)}
+<script>window.onscroll = () => {{ document.title = "scrolled"; }};</script>
+"""
+
 PAGES = {
     "lazy.html": LAZY_HTML,
     "observer.html": OBSERVER_HTML,
     "infinite.html": INFINITE_HTML,
     "infinite-2.html": INFINITE_2_HTML,
     "delayed.html": DELAYED_HTML,
+    "static.html": STATIC_HTML,
+    "onscroll.html": ONSCROLL_HTML,
     "dialogs.html": DIALOGS_HTML,
     "forever.html": FOREVER_HTML,
 }
@@ -203,6 +212,38 @@ def test_content_added_after_a_second_is_captured(site: LiveSite, tmp_path: Path
 
     assert "DELAYED-MARKER" in dom
     assert height >= 1500
+
+
+def behaviour_line(caplog, page: str) -> str:
+    (line,) = [r.getMessage() for r in caplog.records if "behaviours on" in r.getMessage()
+               and r.getMessage().split(": ", 2)[1].endswith(page)]  # fmt: skip
+    return line
+
+
+def test_a_page_that_nothing_watches_scroll_on_is_not_scrolled(
+    site: LiveSite, tmp_path: Path, caplog
+) -> None:
+    caplog.set_level("INFO", logger="core.extractors.rendering")
+
+    dom = dom_of(site, "/static.html", tmp_path)
+
+    assert "STATIC-TOP" in dom
+    line = behaviour_line(caplog, "/static.html")
+    assert "scrolled 0 px in 0 steps" in line
+    assert line.endswith("stopped: nothing watches scrolling")
+
+
+@pytest.mark.parametrize("page", ["/onscroll.html", "/infinite.html", "/observer.html"])
+def test_a_page_that_watches_scrolling_is_scrolled_to_its_bottom(
+    site: LiveSite, tmp_path: Path, caplog, page: str
+) -> None:
+    caplog.set_level("INFO", logger="core.extractors.rendering")
+
+    dom_of(site, page, tmp_path)
+
+    line = behaviour_line(caplog, page)
+    assert "in 0 steps" not in line
+    assert "nothing watches scrolling" not in line
 
 
 def test_dialogs_are_dismissed_and_do_not_block(

@@ -4,6 +4,12 @@ Built like huey's consumer: ``initialize()``, ``tick()``, ``shutdown()``. Signal
 flags: SIGINT drains (finish the current record, then exit), SIGTERM stops (a running extractor's
 process group is killed and its result goes to backoff). An actor exits by itself after
 ``idle_exit`` seconds with nothing due; the orchestrator spawns new ones when work appears.
+
+A claim may bring companions (``WorkType.companions``; the results of one snapshot that capture
+the page its browser loaded, orchestrator/work.py): they are ticked in claim order right after
+the record, each logged in the claims log as its own claim and release. One whose turn comes
+when the actor drains, stops or has reached its quota, or whose lease no longer covers a run of
+its own (the ones before it overran), is handed back: due at once, for any actor.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ import time
 from datetime import datetime
 
 from django.db import DatabaseError, close_old_connections
+from django.utils import timezone
 
 from core.extractors.process import CommandCancelled, cancel_requested, run_shutdown_hooks
 from orchestrator import claimlog
-from orchestrator.claims import claim_next
+from orchestrator.claims import claim_next_with_companions, hand_back, reload_claimed
 from orchestrator.work import WorkType
 
 logger = logging.getLogger(__name__)
@@ -56,18 +63,34 @@ class Actor:
         self._wakeup.set()
 
     def tick(self) -> bool:
-        """Claim one due record and advance it; return False when nothing was due."""
-        record = claim_next(
+        """Claim one due record (and its companions) and advance each; return False when
+        nothing was due."""
+        claimed = claim_next_with_companions(
             self.kind.model,
             lease_seconds=self.kind.lease_seconds,
             lease_fields=self.kind.lease_fields,
             related=self.kind.related,
+            companions=self.kind.companions,
         )
-        if record is None:
+        if not claimed:
             return False
-        lease_end = record.retry_at
-        claimed_at = claimlog.log_claim(self.kind.name, record.pk, until=lease_end)
-        logger.info("claimed %s %s until %s", self.kind.name, record.pk, lease_end.isoformat())
+        leases = []
+        for record in claimed:
+            lease_end = record.retry_at
+            claimed_at = claimlog.log_claim(self.kind.name, record.pk, until=lease_end)
+            logger.info("claimed %s %s until %s", self.kind.name, record.pk, lease_end.isoformat())
+            leases.append((record, lease_end, claimed_at))
+        first, *companions = leases
+        self._tick_one(*first)
+        for record, lease_end, claimed_at in companions:
+            ready = self._ready(record, lease_end)
+            if ready is None:
+                self._hand_back(record, lease_end)
+            else:
+                self._tick_one(ready, lease_end, claimed_at)
+        return True
+
+    def _tick_one(self, record, lease_end: datetime, claimed_at: datetime) -> None:
         handed_back = None
         try:
             self.kind.tick(record)
@@ -80,7 +103,25 @@ class Actor:
         claimlog.log_release(self.kind.name, record.pk, at=handed_back)
         logger.info("released %s %s", self.kind.name, record.pk)
         self.done += 1
-        return True
+
+    def _ready(self, companion, lease_end: datetime):
+        """Return ``companion``, claimed with the record before it, loaded afresh if it may
+        start now, else None: the actor goes on (not draining, stopping or at its quota), what
+        is left of its lease covers a lease of its own (a run that starts later could outlast
+        it, and another actor claim it while it runs), and it is still this actor's and
+        runnable (a hold or a failed blocking step may have come since it was claimed)."""
+        if self.draining or self.stopping or self._quota_reached():
+            return None
+        if (lease_end - timezone.now()).total_seconds() < self.kind.lease_seconds(companion):
+            return None
+        return reload_claimed(companion, lease_end=lease_end, related=self.kind.related)
+
+    def _hand_back(self, companion, lease_end: datetime) -> None:
+        """Give back the lease of a companion this actor will not start."""
+        given_at = hand_back(companion, lease_end=lease_end)
+        if given_at is not None:
+            logger.info("handed back %s %s", self.kind.name, companion.pk)
+        claimlog.log_release(self.kind.name, companion.pk, at=given_at)
 
     def run(self) -> int:
         """Loop until idle, drained or stopped; return how many records were ticked."""

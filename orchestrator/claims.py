@@ -5,18 +5,29 @@ A claim moves the record's ``retry_at`` forward by its lease in one compare-and-
 update matches and the other matches nothing and moves on. On PostgreSQL the candidate is first
 locked with ``SELECT ... FOR UPDATE SKIP LOCKED`` so concurrent actors pick different rows instead
 of colliding (DESIGN.md §3).
+
+A record may bring companions: records best run by the same actor right after it (the same
+snapshot's screenshot, pdf, dom and singlefile capture the one page the actor's browser loaded,
+DESIGN.md §4). ``claim_next_with_companions`` claims them in the same transaction as the record,
+each by the same compare-and-set (and SKIP LOCKED), with leases laid end to end: the k-th
+companion's lease ends where the one before it ends plus its own lease time, so every record
+stays owned until the actor, running them one after the other, can have reached its end. A
+companion another actor holds is not taken; one the actor does not start is handed back
+(``hand_back``) to be claimed at once by anyone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import connection, models, transaction
 from django.utils import timezone
 
 CANDIDATES_PER_CLAIM = 5
 CLAIM_FIELDS = ("pk", "retry_at", "status")
+
+Companions = Callable[[models.Model], models.QuerySet]
 
 
 def claim_next(
@@ -32,41 +43,127 @@ def claim_next(
     ``lease_seconds`` reads); the record won is then loaded once, with ``related`` joined in.
     The returned instance carries its new ``retry_at`` (the end of its lease).
     """
+    claimed = claim_next_with_companions(
+        model, lease_seconds=lease_seconds, lease_fields=lease_fields, related=related
+    )
+    return claimed[0] if claimed else None
+
+
+def claim_next_with_companions(
+    model: type[models.Model],
+    *,
+    lease_seconds: Callable[[models.Model], float],
+    lease_fields: tuple[str, ...] = (),
+    related: tuple[str, ...] = (),
+    companions: Companions | None = None,
+) -> list[models.Model]:
+    """Claim the next due record of ``model`` as ``claim_next`` does and, in the same
+    transaction, the claimable records of ``companions(record)`` (see ``claim_companions``).
+
+    Return ``[record, *its companions in claim order]``, each loaded with ``related`` and
+    carrying the end of its lease as ``retry_at``; ``[]`` when nothing is due.
+    """
     fields = CLAIM_FIELDS + lease_fields
-    if connection.vendor == "postgresql":
-        won = _claim_skip_locked(model, lease_seconds, fields)
-    else:
-        won = _claim_compare_and_set(model, lease_seconds, fields)
-    if won is None:
-        return None
-    return model.objects.select_related(*related).get(pk=won)
-
-
-def _claim_compare_and_set(model, lease_seconds, fields):
     now = timezone.now()
-    candidates = model.objects.claimable(now).claim_order().only(*fields)
-    for candidate in candidates[:CANDIDATES_PER_CLAIM]:
-        lease_end = now + timedelta(seconds=lease_seconds(candidate))
-        won = model.objects.filter(
-            pk=candidate.pk, retry_at=candidate.retry_at, status=candidate.status
-        ).update(retry_at=lease_end)
-        if won:
-            return candidate.pk
-    return None
 
-
-def _claim_skip_locked(model, lease_seconds, fields):
-    now = timezone.now()
-    with transaction.atomic():
-        candidate = (
-            model.objects.claimable(now)
-            .claim_order()
-            .only(*fields)
-            .select_for_update(skip_locked=True, of=("self",))
-            .first()
+    def load(pk) -> list[models.Model]:
+        record = model.objects.select_related(*related).get(pk=pk)
+        if companions is None:
+            return [record]
+        others = claim_companions(
+            record,
+            companions(record),
+            lease_seconds=lease_seconds,
+            lease_fields=lease_fields,
+            related=related,
+            now=now,
         )
-        if candidate is None:
-            return None
-        lease_end = now + timedelta(seconds=lease_seconds(candidate))
-        model.objects.filter(pk=candidate.pk).update(retry_at=lease_end)
-    return candidate.pk
+        return [record, *others]
+
+    candidates = _claimable(model.objects.all(), now, fields)
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            candidate = candidates.select_for_update(skip_locked=True, of=("self",)).first()
+            if candidate is None:
+                return []
+            lease_end = now + timedelta(seconds=lease_seconds(candidate))
+            model.objects.filter(pk=candidate.pk).update(retry_at=lease_end)
+            return load(candidate.pk)
+    for candidate in candidates[:CANDIDATES_PER_CLAIM]:
+        # An immediate transaction on SQLite (archive/settings.py): no other claim comes
+        # between the record's and its companions'.
+        with transaction.atomic():
+            if _compare_and_set(candidate, now + timedelta(seconds=lease_seconds(candidate))):
+                return load(candidate.pk)
+    return []
+
+
+def claim_companions(
+    first: models.Model,
+    candidates: models.QuerySet,
+    *,
+    lease_seconds: Callable[[models.Model], float],
+    lease_fields: tuple[str, ...] = (),
+    related: tuple[str, ...] = (),
+    now: datetime | None = None,
+) -> list[models.Model]:
+    """Claim the records of ``candidates`` that are claimable at ``now`` (default: the current
+    time), in claim order, to run one after the other after ``first``, which this actor holds
+    with a lease ending ``first.retry_at``; return them loaded with ``related``.
+
+    The lease of each ends at the end of the one before it plus ``lease_seconds`` of itself
+    (the k-th: ``first.retry_at`` + the lease times of companions 1 to k). Each is taken by
+    compare-and-set on its ``retry_at`` and status, on PostgreSQL after ``SELECT ... FOR UPDATE
+    SKIP LOCKED``: one that another actor holds or is claiming is left to it. Run it in the
+    transaction that claimed ``first``, so that no other claim comes between.
+    """
+    now = now or timezone.now()
+    fields = CLAIM_FIELDS + lease_fields
+    rows = _claimable(candidates, now, fields)
+    if connection.vendor == "postgresql":
+        rows = rows.select_for_update(skip_locked=True, of=("self",))
+    lease_end = first.retry_at
+    won = []
+    with transaction.atomic():
+        for row in rows:
+            end = lease_end + timedelta(seconds=lease_seconds(row))
+            if _compare_and_set(row, end):
+                lease_end = end
+                won.append(row.pk)
+        by_pk = candidates.model.objects.select_related(*related).in_bulk(won)
+    return [by_pk[pk] for pk in won]
+
+
+def reload_claimed(
+    record: models.Model, *, lease_end: datetime, related: tuple[str, ...] = ()
+) -> models.Model | None:
+    """Return ``record`` loaded afresh with ``related`` if it still holds the lease ending
+    ``lease_end`` and is runnable (its model's ``runnable()``: still active, no hold pauses it,
+    nothing it waits for unfinished), else None: a companion claimed minutes ago is checked
+    so before it starts."""
+    fresh = type(record).objects.runnable().filter(pk=record.pk, retry_at=lease_end)
+    return fresh.select_related(*related).first()
+
+
+def hand_back(record: models.Model, *, lease_end: datetime) -> datetime | None:
+    """Give up the lease, ending ``lease_end``, of a claimed ``record`` that was not started:
+    make it due now, so that any actor may claim it at once. Return that moment (no other
+    actor can have claimed the record before it), or None when the record no longer holds
+    that lease (it changed since: it is not this actor's to give)."""
+    now = timezone.now()
+    given = type(record).objects.filter(pk=record.pk, retry_at=lease_end).update(retry_at=now)
+    return now if given else None
+
+
+def _claimable(queryset: models.QuerySet, now: datetime, fields: tuple[str, ...]):
+    return queryset.claimable(now).claim_order().only(*fields)
+
+
+def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:
+    """Move ``candidate``'s ``retry_at`` to ``lease_end`` if it still has the ``retry_at`` and
+    status it was read with; True when it did (the record is now this actor's)."""
+    return bool(
+        type(candidate)
+        .objects.filter(pk=candidate.pk, retry_at=candidate.retry_at, status=candidate.status)
+        .update(retry_at=lease_end)
+    )

@@ -1,4 +1,11 @@
-"""The kinds of work the orchestrator schedules: model, tick service, lease and actor limit."""
+"""The kinds of work the orchestrator schedules: model, tick service, lease, actor limit and,
+for archive results, the companions an actor claims with a record (orchestrator/claims.py).
+
+An archive result whose extractor shares the browser's visit (``Extractor.shares_visit``: the
+screenshot, pdf, dom and singlefile) comes with the same snapshot's other claimable results that
+share it: one actor runs them one after the other, so its browser loads the page once for all
+of them instead of once per actor (DESIGN.md §4).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import models
 
-from core.extractors.registry import get_extractor
+from core.extractors.registry import EXTRACTORS, get_extractor
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.services.copies import copy_tick
 from core.services.crawls import crawl_tick
@@ -28,6 +35,8 @@ class WorkType:
     concurrency_setting: str
     lease_fields: tuple[str, ...] = ()  # what lease_seconds reads of a candidate
     related: tuple[str, ...] = ()  # joined in when the claimed record is loaded
+    # The records to claim with a claimed one and run right after it (None: none ever)
+    companions: Callable[[models.Model], models.QuerySet] | None = None
 
     @property
     def concurrency(self) -> int:
@@ -49,6 +58,17 @@ def _result_lease(result) -> float:
     return get_extractor(result.extractor).timeout + settings.LEASE_MARGIN
 
 
+def _visit_companions(result: ArchiveResult) -> models.QuerySet:
+    """The same snapshot's other results whose extractor shares the browser's visit, when
+    ``result``'s does (none otherwise); claims.claim_companions takes the claimable ones."""
+    sharing = [extractor.name for extractor in EXTRACTORS if extractor.shares_visit]
+    if result.extractor not in sharing:
+        return ArchiveResult.objects.none()
+    return ArchiveResult.objects.filter(
+        snapshot_id=result.snapshot_id, extractor__in=sharing
+    ).exclude(pk=result.pk)
+
+
 def work_types() -> dict[str, WorkType]:
     """Return every kind of work by name, in the order the orchestrator spawns them."""
     kinds = [
@@ -60,6 +80,7 @@ def work_types() -> dict[str, WorkType]:
         WorkType(
             "archiveresult", ArchiveResult, lambda r: result_tick(result=r), _result_lease,
             "ACTORS_ARCHIVERESULT", lease_fields=("extractor",), related=("snapshot__crawl",),
+            companions=_visit_companions,
         ),
         WorkType(
             "storagecopy", StorageCopy, lambda c: copy_tick(copy=c), _copy_lease,

@@ -83,7 +83,7 @@ PIPE_FLAG = "--remote-debugging-pipe"
 LAUNCHER = Path(__file__).with_name("chromium-launcher")
 START_TIMEOUT = 30  # seconds for a new browser to start and answer over its pipe
 DEADLINE_GRACE = 1  # seconds past a page's timeout before the browser is killed
-VISIT_REUSE_SECONDS = 30  # how long a loaded page may serve the next capture of its URL
+VISIT_REUSE_SECONDS = 30  # how long after a capture a loaded page may serve the next one
 CLOSE_TIMEOUT = 5  # seconds for Chromium to exit on SIGTERM before it is SIGKILLed
 
 
@@ -243,9 +243,10 @@ class Browser:
 
         A page is loaded in a fresh browser context; the visit stays open for the next call,
         and a call for the same URL with the same user agent and ``load_key`` (what else
-        ``load`` depends on: the crawl's behaviour options) within VISIT_REUSE_SECONDS captures
-        the page already loaded instead of loading it again (the screenshot, pdf and dom of a
-        snapshot, when one actor runs them, then come from one visit). Every
+        ``load`` depends on: the crawl's behaviour options) within VISIT_REUSE_SECONDS of the
+        last capture captures the page already loaded instead of loading it again (a
+        snapshot's browser outputs, which one actor claims together and runs one after the
+        other, then come from one visit). Every
         ``alert``, ``confirm``, ``prompt`` or ``beforeunload`` dialog a page of the context
         opens is dismissed at once, so that no page can block its capture. ``timeout``
         (seconds) is the deadline for all of it: Playwright's own timeouts are set to it, and
@@ -289,7 +290,11 @@ class Browser:
                     _close_context(page)
                     return refused
                 self._visit_open = (key, page.url, time.monotonic(), page)
-            return capture(page)
+            captured = capture(page)
+            # The window counts from the last capture: a long page's fifth capture may start
+            # well after the load.
+            self._visit_open = (key, self._visit_open[1], time.monotonic(), page)
+            return captured
         except BaseException:
             self._visit_open = None
             _close_context(page)

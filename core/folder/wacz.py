@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import gzip
 import json
 import os
 import secrets
@@ -57,6 +58,8 @@ SCREENSHOT_PATH = "screenshot/screenshot.png"
 SCREENSHOT_KIND = "fullPage"
 SCREENSHOT_WARC = "screenshots.warc.gz"
 WARC_SUFFIXES = (".warc.gz", ".warc")
+GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952 §2.3.1
+RECORD_END = b"\r\n\r\n"
 # Records a page can be replayed from (the ones py-wacz's indexer matches pages against).
 PAGE_RECORD_TYPES = ("response", "resource", "revisit")
 # WACZ 1.1.1, "pages/pages.jsonl": a header line, then one JSON object per page.
@@ -294,28 +297,48 @@ def _by_replay_priority(folder: Path, warcs: list[Path]) -> tuple[list[Path], li
 def supplement_warc(warc: Path, primary: list[Path], output: Path) -> Path | None:
     """Write to ``output`` (gzipped) the records of ``warc`` whose WARC-Target-URI no WARC of
     ``primary`` records, with its ``warcinfo`` and records that name no URI; return
-    ``output``, or None (writing nothing) when no record of a URL is left. A WARC that cannot
-    be read is passed on whole, for py-wacz to say what is wrong with it."""
+    ``output``, or None (writing nothing) when no record of an http(s) URL is left (wget's
+    records of its own log and arguments, ``metadata://`` URIs, do not count). A WARC that
+    cannot be read is passed on whole, for py-wacz to say what is wrong with it.
+
+    Records are copied byte for byte, so that their digests still hold: a gzipped WARC's
+    records are its gzip members (one record each, as wget writes them: ISO 28500 Annex D),
+    an uncompressed WARC's records are gzipped one by one.
+    """
     recorded = _target_uris(primary)
+    spans: list[tuple[int, int]] = []  # (offset, length) in ``warc`` of each record kept
     kept = 0
     try:
-        with open(warc, "rb") as stream, open(output, "wb") as out:
-            writer = WARCWriter(out, gzip=True)
-            for record in ArchiveIterator(stream, ensure_http_headers=True):
+        with open(warc, "rb") as stream:
+            gzipped = stream.read(2) == GZIP_MAGIC
+            stream.seek(0)
+            records = ArchiveIterator(stream)
+            for record in records:
                 uri = record.rec_headers.get_header("WARC-Target-URI")
                 if uri in recorded:
                     continue
-                if uri is not None and record.rec_type in PAGE_RECORD_TYPES:
+                if record.rec_type in PAGE_RECORD_TYPES and _is_web_url(uri):
                     kept += 1
-                writer.write_record(record)
+                spans.append((records.get_record_offset(), records.get_record_length()))
+            if not kept:
+                return None
+            with open(output, "wb") as out:
+                for offset, length in spans:
+                    stream.seek(offset)
+                    data = stream.read(length)
+                    # warcio's span of an uncompressed record stops before the two CRLFs
+                    # that end it (ISO 28500 §4); a gzip member holds them.
+                    out.write(data if gzipped else gzip.compress(data + RECORD_END))
     except ArchiveLoadFailed:
         output.unlink(missing_ok=True)
         output.symlink_to(warc.resolve())
-        return output
-    if not kept:
-        output.unlink()
-        return None
     return output
+
+
+def _is_web_url(uri: str | None) -> bool:
+    """True for an http(s) URL; False for none, or for a URI of the tool's own, such as the
+    ``metadata://gnu.org/software/wget/warc/wget.log`` resource records wget writes."""
+    return uri is not None and urlsplit(uri).scheme in ("http", "https")
 
 
 def _target_uris(warcs: list[Path]) -> set[str]:

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import zipfile
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,8 @@ from types import SimpleNamespace
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
 
 from core.extractors.errors import Outcome
 from core.extractors.wget import WgetExtractor
@@ -32,6 +35,7 @@ from core.folder.wacz import (
     build_wacz,
     package_wacz,
     snapshot_warcs,
+    supplement_warc,
     validate_wacz,
 )
 from core.tests.site import PIXEL_PNG, LiveSite
@@ -180,6 +184,64 @@ def test_build_wacz_from_a_real_wget_capture(live_site: LiveSite, tmp_path: Path
     assert page_line["url"] == url
     index = gzip.decompress(read_member(path, "indexes/index.cdx.gz")).decode()
     assert live_site.url("/static/pixel.png") in index  # the page's requisites came along
+
+
+def write_plain_warc(path: Path, urls: list[str], *, log: bool = True) -> Path:
+    """Write an uncompressed WARC: warcinfo, a 200 response for each of ``urls`` and, with
+    ``log``, a ``resource`` record of the tool's log under a ``metadata://`` URI, as wget's."""
+    with open(path, "wb") as out:
+        writer = WARCWriter(out, gzip=False)
+        writer.write_record(writer.create_warcinfo_record(path.name, {"software": "tests"}))
+        for url in urls:
+            head = StatusAndHeaders("200 OK", [("Content-Length", "3")], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(
+                url, "response", payload=io.BytesIO(b"abc"), http_headers=head))  # fmt: skip
+        if log:
+            writer.write_record(writer.create_warc_record(
+                "metadata://gnu.org/software/wget/warc/wget.log", "resource",
+                payload=io.BytesIO(b"a log"), warc_content_type="text/plain"))  # fmt: skip
+    return path
+
+
+def test_supplement_warc_copies_the_records_it_keeps_byte_for_byte(tmp_path: Path) -> None:
+    primary = write_warc(tmp_path / "primary.warc.gz", URL, b"recorded")
+    other = write_plain_warc(tmp_path / "other.warc", [URL, "http://example.test/extra"])
+
+    kept = supplement_warc(other, [primary], tmp_path / "kept.warc.gz")
+
+    with open(kept, "rb") as stream:
+        types = []
+        for record in ArchiveIterator(stream, check_digests="raise"):
+            record.content_stream().read()
+            types.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI")))
+    assert types == [
+        ("warcinfo", None),
+        ("response", "http://example.test/extra"),
+        ("resource", "metadata://gnu.org/software/wget/warc/wget.log"),
+    ]
+    # Each record as it was written, two CRLFs included, gzipped on its own.
+    original = other.read_bytes()
+    assert all(gzip.decompress(member) in original for member in gzip_members(kept))
+
+
+def test_supplement_warc_of_nothing_but_the_tools_log_is_none(tmp_path: Path) -> None:
+    primary = write_warc(tmp_path / "primary.warc.gz", URL, b"recorded")
+    other = write_plain_warc(tmp_path / "other.warc", [URL])
+
+    assert supplement_warc(other, [primary], tmp_path / "kept.warc.gz") is None
+    assert not (tmp_path / "kept.warc.gz").exists()
+
+
+def gzip_members(path: Path) -> list[bytes]:
+    """The gzip members of ``path``, each as its own compressed bytes."""
+    data, members = path.read_bytes(), []
+    while data:
+        decompressor = zlib.decompressobj(wbits=31)
+        decompressor.decompress(data)
+        used = len(data) - len(decompressor.unused_data)
+        members.append(data[:used])
+        data = decompressor.unused_data
+    return members
 
 
 def test_build_wacz_without_warc_returns_none_and_removes_a_stale_wacz(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ quiet, and the page is scrolled back to the top for the screenshot. A page on wh
 watches scrolling (no IntersectionObserver, no scroll or wheel listener: WATCH_SCRIPT counts
 them from before the page's own scripts run) loads nothing more when scrolled, so it is not
 scrolled at all: only the timers it set to fire within GROWTH_WAIT_SECONDS are waited for (on
-a static documentation page that saves 2-4 s a load). Nothing here fails a capture: a page that scrolls forever is captured as it is when the behaviours stop, and a page
-that navigates away mid-scroll is captured as it is.
+a static documentation page that saves 2-4 s a load). Nothing here fails a capture: a page
+that scrolls forever is captured as it is when the behaviours stop, and a page that navigates
+away mid-scroll is captured as it is.
 """
 
 from __future__ import annotations

@@ -353,9 +353,10 @@ def _target_uris(warcs: list[Path]) -> set[str]:
 
 
 def _capture_time(warcs: list[Path], url: str) -> str | None:
-    """Return the WARC-Date of the first record ``url`` can be replayed from, or None.
+    """Return the WARC-Date of the first record ``url`` can be replayed from, or None (also
+    when that date cannot be read: the snapshot's own time then dates the page).
 
-    Stops at the first match: wget writes the page's own response first.
+    Stops at the first match: the recording and wget write the page's own response first.
     """
     wanted = _main_url(url)
     for warc in warcs:
@@ -365,10 +366,19 @@ def _capture_time(warcs: list[Path], url: str) -> str | None:
                     if record.rec_type not in PAGE_RECORD_TYPES:
                         continue
                     if record.rec_headers.get_header("WARC-Target-URI") == wanted:
-                        return record.rec_headers.get_header("WARC-Date")
+                        return _readable_date(record.rec_headers.get_header("WARC-Date"))
         except ArchiveLoadFailed:
             continue  # py-wacz reads it next and says what is wrong with it
     return None
+
+
+def _readable_date(date: str | None) -> str | None:
+    """``date`` if warcio can read it as a WARC-Date (ISO 28500 §5.4), else None."""
+    try:
+        iso_date_to_timestamp(date or "")
+    except (ValueError, TypeError):
+        return None
+    return date or None
 
 
 def _main_url(url: str) -> str:

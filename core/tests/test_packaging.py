@@ -317,6 +317,19 @@ def test_page_is_dated_by_archived_at_when_its_url_is_not_in_the_warc(folder: Pa
     assert validate_wacz(path, timeout=TIMEOUT) == []
 
 
+def test_a_warc_date_that_cannot_be_read_is_a_packaging_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A WARC-Date warcio cannot read ("+00:00Z", as warcio itself writes an aware datetime)
+    is refused by py-wacz's indexer: a PackagingError naming it, never a TypeError of ours."""
+    folder = tmp_path / "snapshot"
+    write_warc(folder / WARC_PATH, URL, b"<p>hi</p>", date="2025-03-04T05:06:07.123+00:00Z")
+
+    with pytest.raises(PackagingError, match="py-wacz could not create it: TypeError"):
+        build(folder)
+    assert not (folder / WACZ_NAME).exists()
+
+
 # --- package_wacz --------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from core.extractors.base import Extractor, ExtractorOutput, HasURL, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch
-from core.extractors.html_page import Page, fetch_page, output_from_fetch, remove, unavailable
+from core.extractors.html_page import Page, get_page, output_from_fetch, remove, unavailable
 
 # File extension by media type (IANA registrations, plus the unregistered image/x-icon).
 EXTENSIONS = {
@@ -77,6 +77,7 @@ class FaviconExtractor(Extractor):
 
     name = "favicon"
     binaries = ("curl",)
+    depends_on = ("wget",)  # when the profile runs wget: the page is read from its WARC
     # No declared outputs: the icon is the site's own bytes, checked for existence only.
     shown_as = ShownAs.IMAGE
     index_image = "favicon"
@@ -85,7 +86,7 @@ class FaviconExtractor(Extractor):
         """Write favicon.<ext> into ``out_dir``; SKIPPED, with every candidate's fate, if none."""
         deadline = time.monotonic() + self.timeout
         try:
-            result, page = fetch_page(snapshot.url, out_dir=out_dir, **self.curl_options())
+            result, page = get_page(snapshot, out_dir=out_dir, **self.curl_options())
         except LookupError as error:
             return unavailable(error)
         if result.outcome is not Outcome.SUCCEEDED:

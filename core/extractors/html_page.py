@@ -1,28 +1,38 @@
-"""Fetch a page for the extractors that read its HTML (title, favicon, htmltotext, outlinks).
+"""Get a page for the extractors that read its HTML (title, favicon, htmltotext, outlinks).
 
-Each of them fetches for itself (core/extractors/fetch.py says why), reads the body as text and
-keeps nothing of the fetch but its log: the body and headers are temporary files in ``out_dir``,
-deleted before returning. Also here: turning a fetch into an ``ExtractorOutput``, and the base
-class of the extractors that read one page.
+When the snapshot's wget run saved the page, they read it from wget's WARC (they run after
+wget when the profile has it: ``depends_on``), so that a page is fetched once, not five times
+(issue 19). Otherwise each of them fetches for itself (core/extractors/fetch.py says why),
+reads the body as text and keeps nothing of the fetch but its log: the body and headers are
+temporary files in ``out_dir``, deleted before returning. Also here: turning a fetch into an
+``ExtractorOutput``, and the base class of the extractors that read one page.
 """
 
 from __future__ import annotations
 
 import codecs
+import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import Message
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from bs4 import BeautifulSoup
 from bs4.dammit import EncodingDetector
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch, header
+
+# Where wget's WARC lies in a snapshot folder (core/extractors/wget.py writes it there).
+WGET_WARC = "wget/warc/archive.warc.gz"
+# Redirects followed through wget's WARC to the page (wget's own default, --max-redirect).
+MAX_SAVED_REDIRECTS = 20
 
 
 @dataclass
@@ -63,6 +73,17 @@ class Page:
             return None
 
 
+def get_page(
+    snapshot: HasURL, *, out_dir: Path, **fetch_options
+) -> tuple[FetchResult, Page | None]:
+    """Return ``saved_page(snapshot)`` when wget saved the page, else ``fetch_page`` of its
+    URL with ``fetch_options``. Raises LookupError if curl is needed and not installed."""
+    saved = saved_page(snapshot)
+    if saved is not None:
+        return saved
+    return fetch_page(snapshot.url, out_dir=out_dir, **fetch_options)
+
+
 def fetch_page(
     url: str, *, out_dir: Path, timeout: float, user_agent: str = "", arguments: Sequence[str] = ()
 ) -> tuple[FetchResult, Page | None]:
@@ -90,6 +111,93 @@ def fetch_page(
         return result, Page(url=result.final_url or url, html=html)
     finally:
         remove(body_path)
+
+
+def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
+    """Return the page as wget saved it (its WARC's response for ``snapshot.url``, redirects
+    followed: WGET_WARC), and the page when that response is HTML; or None when the snapshot
+    has no such WARC, the WARC lacks the page, or the page's final answer is not a success
+    (the caller then fetches it, and classifies the failure as a fetch does).
+
+    ``snapshot`` needs an ``output_dir`` (a Snapshot); a plain object with only ``url`` gets
+    None. The WARC is read with warcio, whose content stream undoes chunking and content
+    codings (RFC 9112 §7.1, RFC 9110 §8.4).
+    """
+    folder = getattr(snapshot, "output_dir", None)
+    warc = Path(folder) / WGET_WARC if folder else None
+    if warc is None or not warc.is_file():
+        return None
+    try:
+        final = _final_response(warc, snapshot.url)
+    except (ArchiveLoadFailed, OSError, ValueError):
+        return None
+    if final is None:
+        return None
+    url, headers, body = final
+    content_type = header(headers, "Content-Type")
+    result = FetchResult(
+        outcome=Outcome.SUCCEEDED,
+        error="",
+        cmd=["warcio", WGET_WARC],
+        cmd_version=f"warcio {_warcio_version()}",
+        exit_code=0,
+        http_status=200,
+        content_type=content_type.split(";")[0].strip().lower(),
+        final_url=url,
+        headers=headers,
+    )
+    if not result.is_html:
+        return result, None
+    return result, Page(url=url, html=decode_html(body, _charset(content_type)))
+
+
+def _final_response(warc: Path, url: str) -> tuple[str, dict[str, str], bytes] | None:
+    """Return (URL, header fields, body) of the 2xx response ``url`` leads to in ``warc``,
+    following up to MAX_SAVED_REDIRECTS redirects; None if the chain leaves the WARC or ends
+    in anything but a 2xx."""
+    answers: dict[str, tuple[int, dict[str, str]]] = {}
+    with open(warc, "rb") as stream:
+        for record in ArchiveIterator(stream):
+            if record.rec_type == "response" and record.http_headers is not None:
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                status = int(record.http_headers.get_statuscode() or 0)
+                answers.setdefault(uri, (status, dict(record.http_headers.headers)))
+    current = url
+    for _hop in range(MAX_SAVED_REDIRECTS + 1):
+        known = answers.get(current) or answers.get(_with_root_path(current))
+        if known is None:
+            return None
+        status, headers = known
+        if 300 <= status < 400 and header(headers, "Location"):
+            current = urljoin(current, header(headers, "Location"))
+            continue
+        if not 200 <= status < 300:
+            return None
+        return current, headers, _body_of(warc, current)
+    return None
+
+
+def _body_of(warc: Path, url: str) -> bytes:
+    """The payload of ``url``'s first response record in ``warc``, decoded (warcio)."""
+    with open(warc, "rb") as stream:
+        for record in ArchiveIterator(stream):
+            uri = record.rec_headers.get_header("WARC-Target-URI")
+            if record.rec_type == "response" and uri in (url, _with_root_path(url)):
+                return record.content_stream().read()
+    return b""
+
+
+def _with_root_path(url: str) -> str:
+    """``url`` with an empty path made ``/``, as wget requests and records it."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path or "/"))
+
+
+def _warcio_version() -> str:
+    try:
+        return importlib.metadata.version("warcio")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def decode_html(data: bytes, http_charset: str | None) -> str:
@@ -164,18 +272,20 @@ def remove(path: Path) -> None:
 
 
 class HtmlPageExtractor(Extractor):
-    """Base of the extractors that read one HTML page: fetch it, then ``extract`` from it.
+    """Base of the extractors that read one HTML page: get it, then ``extract`` from it.
 
-    ``run`` fetches the page with curl; a failed fetch keeps its outcome, a page that is not
-    HTML is skipped, and only a fetched HTML page reaches ``extract``.
+    ``run`` reads the page from wget's WARC (``saved_page``) or else fetches it with curl; a
+    failed fetch keeps its outcome, a page that is not HTML is skipped, and only an HTML page
+    reaches ``extract``.
     """
 
     binaries = ("curl",)
+    depends_on = ("wget",)  # when the profile runs wget: its WARC holds the page
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
-        """Fetch ``snapshot.url`` and hand the page to ``extract``; see the class docstring."""
+        """Get ``snapshot``'s page and hand it to ``extract``; see the class docstring."""
         try:
-            result, page = fetch_page(snapshot.url, out_dir=out_dir, **self.curl_options())
+            result, page = get_page(snapshot, out_dir=out_dir, **self.curl_options())
         except LookupError as error:
             return unavailable(error)
         if result.outcome is not Outcome.SUCCEEDED:

@@ -28,7 +28,7 @@ from core.extractors.errors import (
     egress_failure,
     too_large_reason,
 )
-from core.extractors.html_page import Page, fetch_page, output_from_fetch, remove, unavailable
+from core.extractors.html_page import Page, get_page, output_from_fetch, remove, unavailable
 
 LOG_NAME = "media.log"
 # yt-dlp appends the path of each media file it finished (after_move) here; read, then deleted.
@@ -189,6 +189,7 @@ class MediaExtractor(Extractor):
 
     name = "media"
     binaries = ("yt-dlp", "curl")  # curl: the check for signs of media (outcome_without_ytdlp)
+    depends_on = ("wget",)  # when the profile runs wget: the page is read from its WARC
 
     def command(self, ytdlp: str, url: str) -> list[str]:
         """Return the yt-dlp command line for ``url``, to run in the output folder."""
@@ -224,21 +225,24 @@ class MediaExtractor(Extractor):
             url,
         ]  # fmt: skip
 
-    def outcome_without_ytdlp(self, url: str, out_dir: Path) -> ExtractorOutput | None:
-        """Return the run's outcome if yt-dlp need not start for ``url``, or None if it should.
+    def outcome_without_ytdlp(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput | None:
+        """Return the run's outcome if yt-dlp need not start for ``snapshot.url``, or None if it
+        should.
 
         A URL that a site extractor of yt-dlp claims, or that names a media file, goes to
-        yt-dlp without the network. Any other is fetched with curl (its log stays as
-        ``curl.log``): a failed fetch keeps curl's outcome (404 FATAL, 503 TEMPORARY, too large
+        yt-dlp without the network. Any other page is read from wget's WARC when wget saved
+        it (core/extractors/html_page.py ``saved_page``), else fetched with curl (its log stays
+        as ``curl.log``): a failed fetch keeps curl's outcome (404 FATAL, 503 TEMPORARY, too large
         FATAL, as for the other page extractors); after redirects, a URL a site extractor
         claims, a body of audio or video, or HTML with ``has_media_markers`` goes to yt-dlp;
         anything else is SKIPPED with NO_MEDIA. Raises LookupError if curl is not installed.
         """
+        url = snapshot.url
         if claimed_by_site(url) or is_media_url(url):
             return None
         # Not curl_options(): the arguments option holds yt-dlp's arguments, not curl's.
-        result, page = fetch_page(
-            url, out_dir=out_dir, timeout=self.timeout, user_agent=self.user_agent
+        result, page = get_page(
+            snapshot, out_dir=out_dir, timeout=self.timeout, user_agent=self.user_agent
         )
         if result.outcome is not Outcome.SUCCEEDED:
             return output_from_fetch(result)
@@ -263,7 +267,7 @@ class MediaExtractor(Extractor):
         deadline = time.monotonic() + self.timeout
         try:
             ytdlp = self.binary_path("yt-dlp")
-            if (checked := self.outcome_without_ytdlp(snapshot.url, out_dir)) is not None:
+            if (checked := self.outcome_without_ytdlp(snapshot, out_dir)) is not None:
                 return checked
         except LookupError as error:
             return unavailable(error)

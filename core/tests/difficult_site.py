@@ -6,23 +6,27 @@ whose items come from ``fetch()``, data loaded by a POST (the answer depends on 
 an IntersectionObserver swaps in, ``loading=lazy`` images far below the fold, the second page of
 an infinite scroll, a stylesheet ``@import``ed by another that pulls a web font and a background
 image, frames (same-origin, and cross-site through the host name ``localhost``) whose content is
-fetched by their scripts; a static page is the control, and a broken page makes a request that
-fails and one the address policy refuses.
+fetched by their scripts, content a timer fetches a second after the page loaded, the chosen
+candidates of ``<picture>`` and ``srcset`` (not their fallback ``src``), and a video served with
+range requests; a static page is the control, and a broken page makes a request that fails and
+one the address policy refuses.
 
 Every page shows a marker text (``PAGES[...].markers``) only once its difficulty was handled:
 the markers are in no HTML or script the site serves, only in the answers scripts fetch, or
-written (spelled in two halves) once an image or font has loaded; the static page, which has
-no difficulty, has its marker in its HTML. ``PAGES[...].resources`` names
-the requests that carry them, which a WARC must hold for the page to replay.
+written (spelled in two halves) once an image, font or video has loaded; the static page, which
+has no difficulty, has its marker in its HTML. ``PAGES[...].resources`` names the requests that
+carry them, which a WARC must hold for the page to replay. Markers are drawn large (MARKER_CSS,
+in every page) so that they can be read back from a screenshot by OCR.
 
-The server logs every request (``requests``: method, path, host, body, and whether the answer
-was gzip-encoded) so that a test can tell who fetched what, and how often.
+The server logs every request (``requests``: method, path, host, body, Range header, and whether
+the answer was gzip-encoded or chunked) so that a test can tell who fetched what, and how often.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -32,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from archive.testing import LocalServer, unused_port
 from core.tests.site import tiny_png
+from core.tests.tiny_media import webm_video, webp_image
 
 # Height of the empty space that puts what loads on sight far below the fold (CSS pixels):
 # beyond the distance at which Chromium starts loading lazy images (some 3000 px on a fast
@@ -42,8 +47,22 @@ LAZY_PNG = tiny_png((0, 160, 160))
 HERO_PNG = tiny_png((120, 0, 160))  # the @import'ed stylesheet's background
 STATIC_PNG = tiny_png((90, 90, 90))
 NOSCRIPT_PNG = tiny_png((250, 250, 0))  # wget fetches it; a browser running scripts does not
+PICTURE_WEBP = webp_image((80, 60), (0, 120, 200))  # <picture>'s <source type="image/webp">
+PICTURE_FALLBACK_PNG = tiny_png((255, 0, 0))
+SRCSET_1X_PNG = tiny_png((0, 200, 0))  # the candidate a device pixel ratio of 1 chooses
+SRCSET_2X_PNG = tiny_png((0, 100, 0))
+SRCSET_FALLBACK_PNG = tiny_png((255, 0, 255))
+VIDEO_SIZE = (64, 48)
+CLIP_WEBM = webm_video(VIDEO_SIZE)  # one second of VP8 that Chromium decodes
 FONT_FAMILY = "VellumMarker"
 CUT_SHORT_PROMISED = 10_000  # the Content-Length /api/cut-short announces; it sends far less
+DELAY_MS = 1000  # the delayed page's timer (behaviours wait for timers due within 1 s)
+# Markers in a large bold sans-serif (fonts-liberation, as .ci/install installs), black on
+# white, for Tesseract to read them from a screenshot.
+MARKER_CSS = (
+    '.marker { font: bold 36px/1.5 "Liberation Sans", Arial, sans-serif;'
+    " color: #000; background: #fff; }"
+)
 
 
 def spelled(marker: str) -> str:
@@ -146,12 +165,14 @@ class Resource:
 @dataclass(frozen=True)
 class Page:
     """One page of the site: its ``path``, the ``markers`` it shows once its difficulty was
-    handled, and the ``resources`` whose answers carry them."""
+    handled, and the ``resources`` whose answers carry them: spelled out in an answer, or
+    (``in_answers`` False) written by the page's script once those resources loaded."""
 
     path: str
     difficulty: str
     markers: tuple[str, ...]
     resources: tuple[Resource, ...] = field(default=())
+    in_answers: bool = True
 
 
 SEARCHES = (b'{"query":"alpha"}', b'{"query":"beta"}')  # two POSTs to one URL, as sent
@@ -169,11 +190,11 @@ PAGES = {
     ),
     "observer": Page(
         "/observer.html", "IntersectionObserver swaps in data-src", ("OBSERVED-IMAGE-MARKER",),
-        (Resource("/img/observed.png"),),
+        (Resource("/img/observed.png"),), in_answers=False,
     ),
     "lazy": Page(
         "/lazy.html", "loading=lazy image far below the fold", ("LAZY-IMAGE-MARKER",),
-        (Resource("/img/lazy.png"),),
+        (Resource("/img/lazy.png"),), in_answers=False,
     ),
     "infinite": Page(
         "/infinite.html", "infinite scroll: page 2 at the bottom (chunked)",
@@ -182,7 +203,7 @@ PAGES = {
     "import": Page(
         "/import.html", "CSS @import: a font and a background", ("IMPORTED-FONT-MARKER",),
         (Resource("/css/main.css"), Resource("/css/theme.css"), Resource("/fonts/marker.ttf"),
-         Resource("/img/hero.png")),
+         Resource("/img/hero.png")), in_answers=False,
     ),
     "frames": Page(
         "/frames.html", "iframes (same-origin, cross-site) fetching their content",
@@ -190,6 +211,19 @@ PAGES = {
         (Resource("/frame-same.html"), Resource("/api/frame-same.json"),
          Resource("/frame-cross.html", cross_site=True),
          Resource("/api/frame-cross.json", cross_site=True)),
+    ),
+    "delayed": Page(
+        "/delayed.html", f"content a timer fetches {DELAY_MS} ms after the page ran",
+        ("DELAYED-CONTENT-MARKER",), (Resource("/api/late.json"),),
+    ),
+    "responsive": Page(
+        "/responsive.html", "<picture> and srcset: the chosen candidate, not the fallback src",
+        ("PICTURE-SOURCE-MARKER", "SRCSET-CANDIDATE-MARKER"),
+        (Resource("/img/picture.webp"), Resource("/img/srcset-1x.png")), in_answers=False,
+    ),
+    "video": Page(
+        "/video.html", "a WebM video served with range requests (206)", ("VIDEO-FRAME-MARKER",),
+        (Resource("/media/clip.webm"),), in_answers=False,
     ),
     "static": Page(
         "/static.html", "control: a static page and its image", ("STATIC-PAGE-MARKER",),
@@ -204,6 +238,7 @@ SPA_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>A single-p
 SPA_JS = """fetch("/api/items.json").then((response) => response.json()).then((data) => {
   const list = document.createElement("ul");
   list.id = "items";
+  list.className = "marker";
   for (const item of data.items) {
     const entry = document.createElement("li");
     entry.textContent = item.name;
@@ -215,7 +250,8 @@ SPA_JS = """fetch("/api/items.json").then((response) => response.json()).then((d
 ITEMS = {"items": [{"name": "First item"}, {"name": "SPA-ITEM-MARKER"}, {"name": "Last item"}]}
 
 POST_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>Posted</title></head>
-<body><h1>Search results</h1><ul id="results"></ul><p id="subscribed"></p>
+<body><h1>Search results</h1><ul id="results" class="marker"></ul>
+<p id="subscribed" class="marker"></p>
 <script>
 const show = (text) => {
   const entry = document.createElement("li");
@@ -240,7 +276,7 @@ OBSERVER_HTML = f"""<!doctype html><html><head><meta charset="utf-8"><title>Obse
 <div style="height: {FAR_BELOW}px">empty space</div>
 <img id="observed" src="{PLACEHOLDER_GIF}" data-src="/img/observed.png" width="40" height="40"
   alt="observed">
-<p id="seen"></p>
+<p id="seen" class="marker"></p>
 <script>
 const image = document.getElementById("observed");
 image.addEventListener("load", () => {{
@@ -264,13 +300,13 @@ LAZY_HTML = f"""<!doctype html><html><head><meta charset="utf-8"><title>Lazy</ti
 <div style="height: {FAR_BELOW}px">empty space</div>
 <img loading="lazy" src="/img/lazy.png" width="40" height="40" alt="lazy"
   onload="document.getElementById('loaded').textContent = {spelled("LAZY-IMAGE-MARKER")}">
-<p id="loaded"></p>
+<p id="loaded" class="marker"></p>
 </body></html>
 """
 
 INFINITE_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>Endless</title>
 <style>body { margin: 0 } .item { height: 500px; border-bottom: 1px solid #888 }</style>
-</head><body><h1>An endless feed</h1><div id="feed">
+</head><body><h1>An endless feed</h1><div id="feed" class="marker">
 <div class="item">Item 1</div><div class="item">Item 2</div>
 <div class="item">Item 3</div><div class="item">Item 4</div></div>
 <script>
@@ -303,7 +339,7 @@ IMPORT_HTML = f"""<!doctype html><html><head><meta charset="utf-8"><title>Import
 <body><h1>Styled from afar</h1>
 <div class="hero" id="hero">a hero with a background</div>
 <p class="marker-font">Drawn in the imported font (a box for each letter)</p>
-<p class="imported-only" id="font-marker"></p>
+<p class="imported-only marker" id="font-marker"></p>
 <script>
 document.fonts.load("16px {FONT_FAMILY}").then((faces) => {{
   if (faces.some((face) => face.status === "loaded")) {{
@@ -326,12 +362,12 @@ THEME_CSS = f"""@font-face {{
 
 FRAMES_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>Framed</title></head>
 <body><h1>Two frames</h1>
-<iframe id="same" src="/frame-same.html" width="500" height="120"></iframe>
-<iframe id="cross" src="http://localhost:{port}/frame-cross.html" width="500" height="120">
+<iframe id="same" src="/frame-same.html" width="800" height="120"></iframe>
+<iframe id="cross" src="http://localhost:{port}/frame-cross.html" width="800" height="120">
 </iframe></body></html>
 """
 FRAME_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head>
-<body><p id="content">…</p>
+<body><p id="content" class="marker">…</p>
 <script>
 fetch("/api/{name}.json").then((response) => response.json()).then((data) => {{
   document.getElementById("content").textContent = data.text;
@@ -339,8 +375,62 @@ fetch("/api/{name}.json").then((response) => response.json()).then((data) => {{
 </script></body></html>
 """
 
+DELAYED_HTML = f"""<!doctype html><html><head><meta charset="utf-8"><title>Delayed</title>
+</head><body><h1>Content after a delay</h1><p id="late" class="marker">…</p>
+<script>
+setTimeout(() => {{
+  fetch("/api/late.json").then((response) => response.json()).then((data) => {{
+    document.getElementById("late").textContent = data.text;
+  }});
+}}, {DELAY_MS});
+</script></body></html>
+"""
+LATE = {"text": "DELAYED-CONTENT-MARKER"}
+
+# Each image's marker is written once it loaded the candidate a browser chooses at a device
+# pixel ratio of 1 (the <source> of a type it supports; srcset's 1x), never its fallback src.
+RESPONSIVE_HTML = f"""<!doctype html><html><head><meta charset="utf-8"><title>Responsive</title>
+</head><body><h1>Responsive images</h1>
+<picture><source type="image/webp" srcset="/img/picture.webp">
+<img id="picture" src="/img/picture-fallback.png" width="80" height="60" alt="picture"></picture>
+<img id="srcset" srcset="/img/srcset-1x.png 1x, /img/srcset-2x.png 2x"
+  src="/img/srcset-fallback.png" width="80" height="60" alt="srcset">
+<p id="picture-marker" class="marker"></p><p id="srcset-marker" class="marker"></p>
+<script>
+const chosen = (id, path, marker) => {{
+  const image = document.getElementById(id);
+  const show = () => {{
+    if (image.naturalWidth && image.currentSrc.endsWith(path)) {{
+      document.getElementById(id + "-marker").textContent = marker;
+    }}
+  }};
+  image.addEventListener("load", show);
+  if (image.complete) show();
+}};
+chosen("picture", "/img/picture.webp", {spelled("PICTURE-SOURCE-MARKER")});
+chosen("srcset", "/img/srcset-1x.png", {spelled("SRCSET-CANDIDATE-MARKER")});
+</script></body></html>
+"""
+
+# The marker is written once the video can play: its metadata and first frames decoded.
+VIDEO_HTML = f"""<!doctype html><html><head><meta charset="utf-8"><title>A video</title>
+</head><body><h1>A video</h1>
+<video id="clip" src="/media/clip.webm" muted preload="auto" width="320" height="240"></video>
+<p id="played" class="marker"></p>
+<script>
+const clip = document.getElementById("clip");
+const show = () => {{
+  if (clip.videoWidth === {VIDEO_SIZE[0]}) {{
+    document.getElementById("played").textContent = {spelled("VIDEO-FRAME-MARKER")};
+  }}
+}};
+clip.addEventListener("canplay", show);
+if (clip.readyState >= HTMLMediaElement.HAVE_FUTURE_DATA) show();
+</script></body></html>
+"""
+
 STATIC_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>Plain</title></head>
-<body><h1>A plain page</h1><p id="marker">STATIC-PAGE-MARKER</p>
+<body><h1>A plain page</h1><p id="marker" class="marker">STATIC-PAGE-MARKER</p>
 <img src="/img/static.png" width="40" height="40" alt="static">
 <noscript><img src="/img/noscript.png" alt="only without scripts"></noscript>
 </body></html>
@@ -365,15 +455,18 @@ Promise.allSettled(attempts).then(() => {{
 
 @dataclass
 class Request:
-    """What the server saw of one request: the answer was ``gzipped`` or sent ``chunked``."""
+    """What the server saw of one request (its Range header as ``range``, "" without one); the
+    answer was ``gzipped``, sent ``chunked``, or had the ``status`` of a ranged answer."""
 
     method: str
     path: str
     host: str
     body: bytes
     user_agent: str
+    range: str = ""
     gzipped: bool = False
     chunked: bool = False
+    status: int | None = None
 
 
 class DifficultHandler(BaseHTTPRequestHandler):
@@ -397,6 +490,7 @@ class DifficultHandler(BaseHTTPRequestHandler):
             host=self.headers.get("Host", ""),
             body=body,
             user_agent=self.headers.get("User-Agent", ""),
+            range=self.headers.get("Range", ""),
         )
         with self.site.lock:
             self.site.requests.append(self.request_log)
@@ -409,9 +503,13 @@ class DifficultHandler(BaseHTTPRequestHandler):
         else:
             self.send(HTTPStatus.NOT_FOUND, b"not here\n", "text/plain")
 
-    def send(self, status: int, data: bytes, content_type: str) -> None:
+    def send(
+        self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Connection", "close")
         self.end_headers()
@@ -478,6 +576,33 @@ class DifficultHandler(BaseHTTPRequestHandler):
     def frame_cross(self, _body: bytes) -> None:
         self.send_json({"text": "CROSS-SITE-FRAME-MARKER"})
 
+    def late(self, _body: bytes) -> None:
+        self.send_json(LATE)
+
+    def clip(self, _body: bytes) -> None:
+        """The video, by byte range (RFC 9110 §14): one ``bytes=first-last``, ``first-`` or
+        ``-suffix`` range is answered 206 with its Content-Range, one past the end 416; without
+        a Range header, or with several ranges (which a server may ignore), the whole file."""
+        size = len(CLIP_WEBM)
+        asked = re.fullmatch(r"bytes=(\d*)-(\d*)", self.request_log.range.strip())
+        if asked is None or asked.groups() == ("", ""):
+            self.request_log.status = HTTPStatus.OK
+            self.send(HTTPStatus.OK, CLIP_WEBM, "video/webm", {"Accept-Ranges": "bytes"})
+            return
+        first, last = asked.groups()
+        if first:
+            start, end = int(first), min(size - 1, int(last) if last else size - 1)
+        else:
+            start, end = max(0, size - int(last)), size - 1
+        if start >= size or start > end:
+            self.request_log.status = HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE
+            self.send(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, b"", "video/webm",
+                      {"Content-Range": f"bytes */{size}"})  # fmt: skip
+            return
+        self.request_log.status = HTTPStatus.PARTIAL_CONTENT
+        headers = {"Accept-Ranges": "bytes", "Content-Range": f"bytes {start}-{end}/{size}"}
+        self.send(HTTPStatus.PARTIAL_CONTENT, CLIP_WEBM[start : end + 1], "video/webm", headers)
+
     def cut_short(self, _body: bytes) -> None:
         """Promise CUT_SHORT_PROMISED bytes, send a few, and close the connection."""
         self.send_response(HTTPStatus.OK)
@@ -495,6 +620,8 @@ class DifficultHandler(BaseHTTPRequestHandler):
         ("GET", "/api/feed"): feed,
         ("GET", "/api/frame-same.json"): frame_same,
         ("GET", "/api/frame-cross.json"): frame_cross,
+        ("GET", "/api/late.json"): late,
+        ("GET", "/media/clip.webm"): clip,
         ("GET", "/api/cut-short"): cut_short,
     }
 
@@ -524,6 +651,13 @@ class DifficultSite(LocalServer):
     def resource_url(self, resource: Resource) -> str:
         return self.url(resource.path, cross_site=resource.cross_site)
 
+    def static_content(self, path: str) -> bytes | None:
+        """Return the bytes the site always answers ``path`` with (a file, the video whole), or
+        None for an answer it makes for each request."""
+        if path == "/media/clip.webm":
+            return CLIP_WEBM
+        return self.files[path][1] if path in self.files else None
+
     def requested(self, path: str, *, method: str = "GET") -> list[Request]:
         """Return the logged requests of ``path`` (with its query) made with ``method``."""
         with self.lock:
@@ -545,6 +679,9 @@ class DifficultSite(LocalServer):
             "/frames.html": (html, FRAMES_HTML.format(port=self.port)),
             "/frame-same.html": (html, frame(title="Same-origin frame", name="frame-same")),
             "/frame-cross.html": (html, frame(title="Cross-site frame", name="frame-cross")),
+            "/delayed.html": (html, DELAYED_HTML),
+            "/responsive.html": (html, RESPONSIVE_HTML),
+            "/video.html": (html, VIDEO_HTML),
             "/static.html": (html, STATIC_HTML),
             "/broken.html": (
                 html, BROKEN_HTML.format(port=self.port, closed_port=self.closed_port)
@@ -554,9 +691,17 @@ class DifficultSite(LocalServer):
             "/img/hero.png": ("image/png", HERO_PNG),
             "/img/static.png": ("image/png", STATIC_PNG),
             "/img/noscript.png": ("image/png", NOSCRIPT_PNG),
+            "/img/picture.webp": ("image/webp", PICTURE_WEBP),
+            "/img/picture-fallback.png": ("image/png", PICTURE_FALLBACK_PNG),
+            "/img/srcset-1x.png": ("image/png", SRCSET_1X_PNG),
+            "/img/srcset-2x.png": ("image/png", SRCSET_2X_PNG),
+            "/img/srcset-fallback.png": ("image/png", SRCSET_FALLBACK_PNG),
             "/fonts/marker.ttf": ("font/ttf", marker_font()),
         }  # fmt: skip
+        style = f"<style>{MARKER_CSS}</style></head>"
         return {
-            path: (kind, data.encode("utf-8") if isinstance(data, str) else data)
+            path: (kind, data.replace("</head>", style, 1).encode("utf-8"))
+            if isinstance(data, str)
+            else (kind, data)
             for path, (kind, data) in files.items()
         }

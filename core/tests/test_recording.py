@@ -32,12 +32,15 @@ from core.extractors.screenshot import ScreenshotExtractor
 from core.extractors.wget import WgetExtractor
 from core.folder.wacz import build_wacz, supplement_warc, validate_wacz
 from core.tests.difficult_site import (
+    CLIP_WEBM,
     CUT_SHORT_PROMISED,
     ITEMS,
+    LATE,
     PAGES,
     SEARCHES,
     SUBSCRIPTION,
     DifficultSite,
+    Request,
     Resource,
 )
 
@@ -143,13 +146,14 @@ def asked_as(request: Record | None, resource: Resource) -> bool:
 @dataclass
 class Capture:
     """One page's visit: the screenshot that loaded it, the recording of the same visit, then
-    wget's run, all in ``folder`` laid out as a snapshot's; ``loads`` is how many times the
-    browser's extractors requested the page itself."""
+    wget's run, all in ``folder`` laid out as a snapshot's; ``browser_asked`` is what the
+    browser's extractors asked the site, and ``loads`` how many times that was the page itself."""
 
     folder: Path
     screenshot: ExtractorOutput
     recording: ExtractorOutput
     wget: ExtractorOutput
+    browser_asked: list[Request]
     loads: int
 
     @property
@@ -178,13 +182,17 @@ class Captures:
         folder = self.root / path.strip("/").replace("/", "-")
         snapshot = SimpleNamespace(url=self.site.url(path))
         outputs = {}
+        with self.site.lock:
+            before = len(self.site.requests)
         for extractor in (ScreenshotExtractor(), RecordingExtractor()):
             (folder / extractor.name).mkdir(parents=True)
             outputs[extractor.name] = extractor.run(snapshot, folder / extractor.name)
-        loads = len(self.site.requested(path))
+        with self.site.lock:
+            asked = self.site.requests[before:]
+        loads = len([r for r in asked if (r.method, r.path) == ("GET", path)])
         (folder / "wget").mkdir()
         outputs["wget"] = WgetExtractor().run(snapshot, folder / "wget")
-        return Capture(folder=folder, loads=loads, **outputs)
+        return Capture(folder=folder, browser_asked=asked, loads=loads, **outputs)
 
 
 @pytest.fixture(scope="module")
@@ -326,6 +334,46 @@ def test_frames_and_what_their_scripts_fetch_are_recorded(captures: Captures) ->
     assert [in_wget_warc(captures, capture, resource) for resource in fetched] == [False, False]
     cross = captures.site.url("/api/frame-cross.json", cross_site=True)
     assert cross.startswith("http://localhost:")
+
+
+def test_content_a_timer_fetches_a_second_after_the_load_is_recorded(captures: Captures) -> None:
+    capture, records = captured(captures, "delayed")
+    (late,) = PAGES["delayed"].resources
+
+    response = recorded_answer(captures, records, late).response
+
+    assert json.loads(response.payload) == LATE
+    assert not in_wget_warc(captures, capture, late)
+
+
+def test_the_chosen_candidates_of_picture_and_srcset_are_recorded_not_their_fallbacks(
+    captures: Captures,
+) -> None:
+    _capture, records = captured(captures, "responsive")
+
+    for resource in PAGES["responsive"].resources:
+        exchange = recorded_answer(captures, records, resource)
+        assert exchange.response.payload == captures.site.files[resource.path][1]
+    # At a device pixel ratio of 1 the browser fetches neither fallback nor the 2x candidate.
+    recorded = {record.uri for record in records}
+    unchosen = ("/img/picture-fallback.png", "/img/srcset-fallback.png", "/img/srcset-2x.png")
+    assert [path for path in unchosen if captures.site.url(path) in recorded] == []
+
+
+def test_a_video_served_by_byte_ranges_is_recorded_whole(captures: Captures) -> None:
+    capture, records = captured(captures, "video")
+    (clip,) = PAGES["video"].resources
+    size = len(CLIP_WEBM)
+
+    exchange = recorded_answer(captures, records, clip)
+
+    # Chromium asked for a range; the site answered 206 with all of the file.
+    asked = [r for r in capture.browser_asked if r.path == clip.path]
+    assert [(r.range, r.status) for r in asked] == [("bytes=0-", 206)]
+    assert exchange.status == 206
+    assert exchange.request.http.get_header("Range") == "bytes=0-"
+    assert exchange.response.http.get_header("Content-Range") == f"bytes 0-{size - 1}/{size}"
+    assert exchange.response.payload == CLIP_WEBM
 
 
 def test_a_static_page_is_recorded_as_wget_records_it(captures: Captures) -> None:

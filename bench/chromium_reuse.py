@@ -71,14 +71,21 @@ def run_shared(urls: list[str], folder: Path, *, reuse_visits: bool = True) -> f
     return time.monotonic() - started
 
 
+def separate_flags() -> list[str]:
+    """Return the switches of one separate ``chromium --headless`` launch: Vellum's headless
+    flags (core/extractors/browser.py), no sandbox, and Vellum's window size."""
+    from core.extractors.browser import CHROMIUM_FLAGS
+
+    flags = [flag for flag in CHROMIUM_FLAGS if not flag.startswith("--remote-debugging")]
+    return [*flags, "--no-sandbox", "--window-size=1280,800"]
+
+
 def run_separate(urls: list[str], folder: Path) -> float:
     """Render every page with three separate chromium launches; return seconds."""
-    from core.extractors.browser import CHROMIUM_FLAGS
     from core.extractors.process import find_binary
 
     chromium = find_binary("chromium")
-    flags = [flag for flag in CHROMIUM_FLAGS if not flag.startswith("--remote-debugging")]
-    flags += ["--no-sandbox", "--window-size=1280,800"]
+    flags = separate_flags()
     started = time.monotonic()
     for index, url in enumerate(urls):
         out_dir = folder / str(index)

@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -78,35 +79,56 @@ VISIT_TOOLS = ("screenshot", "pdf", "dom", "singlefile")  # the four separate lo
 PAGE_TOOLS = ("wget", "curl", *VISIT_TOOLS)  # part (b)'s raw tools, per page
 
 # One raw tool on one page: ``sh tools.sh TOOL OUT_DIR URL`` writes the tool's output into
-# OUT_DIR and fails unless it is there and not empty. The binaries and flags are filled in.
+# OUT_DIR; a run that leaves it missing or empty is tried again (saying "retry:" on stderr), up
+# to ATTEMPTS runs in all, as a user's script would. The binaries and flags are filled in.
+ATTEMPTS = 3
 TOOLS_SCRIPT = """\
 set -u
 tool=$1 out=$2 url=$3
 mkdir -p "$out" && cd "$out" || exit 1
-profile=$(mktemp -d) || exit 1
-trap 'rm -rf "$profile"' EXIT
-chromium() {{ timeout {timeout} {chromium} {flags} --user-data-dir="$profile" "$@"; }}
-case $tool in
-  wget)
-    # exit 8: a requisite answered an error status; the page and its WARC are still there
-    timeout {timeout} {wget} --no-config --no-verbose --page-requisites --span-hosts \\
-      --adjust-extension --convert-links -e robots=off --tries=1 --warc-file=archive "$url" \\
-      || [ $? -eq 8 ]
-    file=archive.warc.gz ;;
-  curl)
-    timeout {timeout} {curl} --silent --show-error --location --dump-header headers.txt \\
-      --output /dev/null "$url"
-    file=headers.txt ;;
-  screenshot) chromium --screenshot="$out/screenshot.png" "$url" 2>/dev/null; file=screenshot.png ;;
-  pdf) chromium --print-to-pdf="$out/output.pdf" "$url" 2>/dev/null; file=output.pdf ;;
-  dom) chromium --dump-dom "$url" >dom.html 2>/dev/null; file=dom.html ;;
-  singlefile)
-    timeout {timeout} {single_file} --browser-executable-path={chromium} \\
-      --browser-args={browser_args} "$url" singlefile.html >/dev/null
-    file=singlefile.html ;;
-  *) echo "unknown tool $tool" >&2; exit 2 ;;
-esac
-[ -s "$file" ] || {{ echo "error: $tool of $url left no $file in $out" >&2; exit 1; }}
+chromium() {{
+  profile=$(mktemp -d) || return 1
+  timeout {timeout} {chromium} {flags} --user-data-dir="$profile" "$@"
+  status=$?
+  rm -rf "$profile"
+  return $status
+}}
+attempt() {{
+  case $tool in
+    wget)
+      # exit 8: a requisite answered an error status; the page and its WARC are still there
+      timeout {timeout} {wget} --no-config --no-verbose --page-requisites --span-hosts \\
+        --adjust-extension --convert-links -e robots=off --tries=1 --warc-file=archive "$url" \\
+        || [ $? -eq 8 ]
+      file=archive.warc.gz ;;
+    curl)
+      timeout {timeout} {curl} --silent --show-error --location --dump-header headers.txt \\
+        --output /dev/null "$url"
+      file=headers.txt ;;
+    screenshot)
+      chromium --screenshot="$out/screenshot.png" "$url" 2>/dev/null
+      file=screenshot.png ;;
+    pdf)
+      chromium --print-to-pdf="$out/output.pdf" "$url" 2>/dev/null
+      file=output.pdf ;;
+    dom)
+      chromium --dump-dom "$url" >dom.html 2>/dev/null
+      file=dom.html ;;
+    singlefile)
+      timeout {timeout} {single_file} --browser-executable-path={chromium} \\
+        --browser-args={browser_args} "$url" singlefile.html >/dev/null
+      file=singlefile.html ;;
+    *) echo "unknown tool $tool" >&2; exit 2 ;;
+  esac
+  [ -s "$file" ]
+}}
+for try in $(seq {attempts}); do
+  attempt && exit 0
+  echo "retry: $tool of $url left no $file (run $try)" >&2
+  find . -mindepth 1 -delete
+done
+echo "error: $tool of $url left no $file in $out after {attempts} runs" >&2
+exit 1
 """
 
 
@@ -131,26 +153,36 @@ def write_tools_script(folder: Path) -> Path:
             curl=shlex.quote(binaries["curl"]),
             single_file=shlex.quote(binaries["single-file"]),
             browser_args=shlex.quote(json.dumps(flags)),
+            attempts=ATTEMPTS,
         )
     )
     return script
 
 
-def run_tool(script: Path, tool: str, out_dir: Path, url: str) -> None:
-    """Run one raw tool on one page with ``script``; exit with its message if it fails."""
+def run_tool(script: Path, tool: str, out_dir: Path, url: str, retries: Counter) -> None:
+    """Run one raw tool on one page with ``script``, counting its retries in ``retries["raw"]``;
+    exit with its message if it fails ATTEMPTS times."""
     done = subprocess.run(
         ["sh", str(script), tool, str(out_dir), url], stdin=subprocess.DEVNULL, capture_output=True
     )
+    stderr = done.stderr.decode(errors="replace")
+    retries["raw"] += _log_retries(stderr)
     if done.returncode != 0:
-        message = done.stderr.decode(errors="replace").strip()[-2000:]
-        sys.exit(f"error: {tool} of {url} exited with {done.returncode}: {message}")
+        sys.exit(f"error: {tool} of {url} exited with {done.returncode}: {stderr[-2000:]}")
 
 
-def check_output(path: Path) -> None:
-    """Exit unless ``path`` is a non-empty file or a folder holding one."""
+def _log_retries(stderr: str) -> int:
+    """Log the script's "retry:" lines; return how many there were."""
+    lines = [line for line in stderr.splitlines() if line.startswith("retry:")]
+    for line in lines:
+        log(f"  {line}")
+    return len(lines)
+
+
+def has_output(path: Path) -> bool:
+    """True if ``path`` is a non-empty file or a folder holding one."""
     files = [path] if path.is_file() else list(path.rglob("*")) if path.is_dir() else []
-    if not any(file.is_file() and file.stat().st_size for file in files):
-        sys.exit(f"error: {path} is missing or empty")
+    return any(file.is_file() and file.stat().st_size for file in files)
 
 
 # --- (a) one visit against four loads -----------------------------------------------------------
@@ -163,30 +195,41 @@ def visit_extractors() -> list:
     return [extractor for extractor in EXTRACTORS if extractor.shares_visit]
 
 
-def vellum_page(extractors: list, url: str, folder: Path) -> dict[str, float]:
+def vellum_page(extractors: list, url: str, folder: Path, retries: Counter) -> dict[str, float]:
     """Run ``extractors`` on ``url`` one after the other, as one result actor does; return the
-    seconds each took. Exits when one does not succeed."""
-    from core.extractors.errors import Outcome
-
+    seconds each took, its failed runs included. An extractor that does not succeed is run
+    again (counted in ``retries["vellum"]``), up to ATTEMPTS runs; exits when none did."""
     seconds = {}
     for extractor in extractors:
-        out_dir = folder / extractor.name
-        out_dir.mkdir(parents=True)
         started = time.monotonic()
-        output = extractor.run(SimpleNamespace(url=url), out_dir)
+        for attempt in range(1, ATTEMPTS + 1):
+            out_dir = folder / extractor.name
+            shutil.rmtree(out_dir, ignore_errors=True)
+            out_dir.mkdir(parents=True)
+            output = extractor.run(SimpleNamespace(url=url), out_dir)
+            if _succeeded(output, out_dir):
+                break
+            reason = f"{extractor.name} of {url}: {output.outcome.value}: {output.error}"
+            if attempt == ATTEMPTS:
+                sys.exit(f"error: {reason} (after {ATTEMPTS} runs)")
+            log(f"  retry: {reason} (run {attempt})")
+            retries["vellum"] += 1
         seconds[extractor.name] = time.monotonic() - started
-        if output.outcome is not Outcome.SUCCEEDED:
-            sys.exit(f"error: {extractor.name} of {url}: {output.outcome.value}: {output.error}")
-        check_output(out_dir / output.output)
     return seconds
 
 
-def raw_page(script: Path, url: str, folder: Path) -> dict[str, float]:
+def _succeeded(output, out_dir: Path) -> bool:
+    from core.extractors.errors import Outcome
+
+    return output.outcome is Outcome.SUCCEEDED and has_output(out_dir / output.output)
+
+
+def raw_page(script: Path, url: str, folder: Path, retries: Counter) -> dict[str, float]:
     """Run the four separate loads of ``url``; return the seconds each took."""
     seconds = {}
     for tool in VISIT_TOOLS:
         started = time.monotonic()
-        run_tool(script, tool, folder / tool, url)
+        run_tool(script, tool, folder / tool, url, retries)
         seconds[tool] = time.monotonic() - started
     return seconds
 
@@ -201,15 +244,16 @@ def measure_visit(urls: list[str], script: Path, folder: Path, number: int) -> d
     browser_start = time.monotonic() - started
     vellum: list[dict[str, float]] = []
     raw: list[dict[str, float]] = []
+    retries: Counter = Counter(vellum=0, raw=0)
     try:
         for index, url in enumerate(urls):
             page_folder = folder / f"{index:04d}"
             vellum_first = (index + number) % 2 == 0
             if vellum_first:
-                vellum.append(vellum_page(extractors, url, page_folder / "vellum"))
-            raw.append(raw_page(script, url, page_folder / "raw"))
+                vellum.append(vellum_page(extractors, url, page_folder / "vellum", retries))
+            raw.append(raw_page(script, url, page_folder / "raw", retries))
             if not vellum_first:
-                vellum.append(vellum_page(extractors, url, page_folder / "vellum"))
+                vellum.append(vellum_page(extractors, url, page_folder / "vellum", retries))
             log(
                 f"  page {index + 1}/{len(urls)}: vellum {sum(vellum[-1].values()):.2f} s, "
                 f"raw {sum(raw[-1].values()):.2f} s"
@@ -218,7 +262,10 @@ def measure_visit(urls: list[str], script: Path, folder: Path, number: int) -> d
         started = time.monotonic()
         close_shared_browser()  # an actor stops its browser too
         browser_stop = time.monotonic() - started
-    return _visit_figures(vellum, raw, browser_start, browser_stop)
+    return {
+        **_visit_figures(vellum, raw, browser_start, browser_stop),
+        "retries": dict(retries),
+    }
 
 
 def _visit_figures(vellum: list[dict], raw: list[dict], start: float, stop: float) -> dict:
@@ -296,9 +343,11 @@ def run_raw_profile(urls: list[str], script: Path, jobs: int, folder: Path) -> d
     with open(pairs, "rb") as stdin:
         done = subprocess.run(command, stdin=stdin, capture_output=True)
     seconds = time.monotonic() - started
+    stderr = done.stderr.decode(errors="replace")
     if done.returncode != 0:
-        sys.exit(f"error: xargs exited with {done.returncode}:\n{done.stderr.decode()[-2000:]}")
+        sys.exit(f"error: xargs exited with {done.returncode}:\n{stderr[-2000:]}")
     return {
+        "retries": _log_retries(stderr),
         "seconds": seconds,
         "seconds_per_page": seconds / len(urls),
         "cpu_seconds": children_cpu() - cpu_before,
@@ -384,6 +433,10 @@ def print_visit(report: dict) -> None:
         f"  ratio Vellum/raw: {report['ratio']:.2f} per page (median), "
         f"{report['ratio_of_totals']:.2f} of the totals ({verdict} the {GOAL_VISIT_RATIO} goal)"
     )
+    retries = Counter()
+    for run in report["runs"]:
+        retries.update(run["retries"])
+    print(f"  runs that failed and were made again: {_counts(retries)}")
 
 
 def print_profile(report: dict) -> None:
@@ -404,7 +457,7 @@ def print_profile(report: dict) -> None:
     print(
         f"  raw tools ({', '.join(report['raw_tools'])}), xargs -P{report['jobs']}\n"
         f"    {report['raw_seconds_per_page']:6.2f} s/page   {raw['seconds']:6.1f} s"
-        f"   CPU {raw['cpu_seconds']:6.1f} s"
+        f"   CPU {raw['cpu_seconds']:6.1f} s   retried {raw['retries']}"
     )
     verdict = "within" if report["vellum_seconds_per_page"] <= GOAL_SECONDS_PER_PAGE else "over"
     print(

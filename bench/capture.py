@@ -35,8 +35,8 @@ Vellum is at most 1.5), the CPU seconds of every process each started and the ra
 Vellum/raw. With ``--runs K`` each part is measured K times and the medians are reported. The
 exit status is 1 when a check fails (a missing or empty output, a snapshot not sealed).
 
-Run it from the repository root (part (a) with 20 pages takes about five minutes, part (b)
-with 100 pages about a quarter of an hour, on two cores):
+Run it from the repository root (on two busy cores, part (a) with 20 pages took ten minutes
+and part (b) with 100 pages half an hour; most of it is the raw tools):
 
     .venv/bin/python bench/capture.py [--part a|b|all] [--pages N] [--runs 1] [--jobs N]
                                       [--json] [--keep] [--timeout 3600]

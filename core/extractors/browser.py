@@ -144,7 +144,8 @@ class Browser:
     """A running Chromium and Playwright's connection to it.
 
     ``pid`` is Chromium's main process, the leader of its own process group; ``pages`` counts
-    the pages rendered since it started; ``command`` is its command line (chromium_command).
+    the pages loaded since it started (a capture of a page already loaded is not counted);
+    ``command`` is its command line (chromium_command).
     """
 
     def __init__(self, chromium: str) -> None:
@@ -254,7 +255,6 @@ class Browser:
         hung renderer) the browser is killed and DeadlineMissed raised. Whatever ``load`` or
         ``capture`` raise (Playwright's errors included) is raised here.
         """
-        self.pages += 1
         job = self._thread.submit(
             self._visit, (url, user_agent, load_key), load, capture, user_agent, timeout
         )
@@ -270,6 +270,7 @@ class Browser:
         page = self._last_page(key)
         reused = page is not None
         if not reused:
+            self.pages += 1  # loads, not captures: CHROMIUM_RESTART_PAGES counts pages
             self._close_visit()
             context = self._connection.new_context(
                 user_agent=user_agent,

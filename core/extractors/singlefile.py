@@ -31,8 +31,10 @@ OUTPUT_HTML = "singlefile.html"
 WORLD_NAME = "singlefile"
 # single-file-cli's options for one page: the CLI parses them (with its defaults) into the
 # options object its getPageData takes. The page is already loaded: its load settings do not
-# apply.
-CLI_OPTIONS = ("--errors-traces-disabled",)
+# apply. Nor does its own pass over deferred (lazy) images, which zooms the page out and waits
+# up to 1.5 s for it to go idle: the behaviours (core/extractors/behaviours.py) already brought
+# them in, and the pass took as long as loading the page (bench/capture.py).
+CLI_OPTIONS = ("--errors-traces-disabled", "--load-deferred-images=false")
 # Seconds the content-type probe may take: it must end well inside the result's lease, which
 # is the extractor's timeout plus LEASE_MARGIN.
 PROBE_TIMEOUT = 10

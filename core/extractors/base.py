@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from django.conf import settings
 
 from core.extractors.addresses import Refusal
-from core.extractors.errors import Outcome, timeout_reason, too_large_reason
+from core.extractors.errors import Outcome, timeout_reason, too_large_reason, unreachable
 from core.extractors.fetch import download_limit
 from core.extractors.process import CommandResult, binary_version, find_binary, run_command
 from core.extractors.redaction import redact_command
@@ -64,6 +64,13 @@ class ExtractorOutput:
     def __post_init__(self) -> None:
         # The command is recorded and shown to readers: never with the credentials it ran with.
         self.cmd = redact_command(self.cmd)
+
+    @property
+    def unreachable(self) -> bool:
+        """True when the run failed because the page's server was not reached or did not
+        answer: it did not resolve, refused or reset the connection, or the page did not arrive
+        in time (core/extractors/errors.py, ``unreachable``)."""
+        return unreachable(self.outcome, self.error)
 
 
 class Format(StrEnum):

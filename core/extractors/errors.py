@@ -6,6 +6,7 @@ and call these functions rather than matching strings of their own (DESIGN.md §
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 from core.extractors.addresses import refused_message
@@ -56,6 +57,33 @@ FATAL_WGET_EXITS = {
     6: "authentication failure",
     7: "protocol error",
 }
+
+
+# The failures that say the page's server was never reached or never answered: it did not
+# resolve, refused or reset the connection, closed it without a word, or the page did not arrive
+# before the timeout. The host is at fault, not the page: such a failure backs off the
+# snapshot's other results with it and counts towards the host's circuit breaker (issue 19,
+# core/services/hosts.py). A server that answers, even with an error, is not among them.
+UNREACHABLE_CURL_EXITS = frozenset({6, 7, 28, 52, 55, 56})
+UNREACHABLE_WGET_EXITS = frozenset({4})
+UNREACHABLE_NET_ERRORS = frozenset(
+    {
+        "ERR_CONNECTION_REFUSED",
+        "ERR_CONNECTION_RESET",
+        "ERR_CONNECTION_CLOSED",
+        "ERR_CONNECTION_ABORTED",
+        "ERR_CONNECTION_TIMED_OUT",
+        "ERR_TIMED_OUT",
+        "ERR_EMPTY_RESPONSE",
+        "ERR_NAME_NOT_RESOLVED",
+        "ERR_NAME_RESOLUTION_FAILED",
+        "ERR_ADDRESS_UNREACHABLE",
+    }
+)
+# The tools that fetch the page itself first: their timeout means the page did not arrive (a
+# git clone, a media download or SingleFile's run do more than that, and may just be long).
+PAGE_FETCHERS = ("curl", "wget", "chromium")
+NETWORK_ERROR = "network error: "  # what the egress proxy could not resolve or connect to
 
 
 def classify_http_status(status: int) -> Outcome:
@@ -123,5 +151,34 @@ def egress_failure(refusals: list, unreachable: list) -> tuple[Outcome, str] | N
     if refusals:
         return Outcome.FATAL, refused_message(refusals[0])
     if unreachable:
-        return Outcome.TEMPORARY, f"network error: {unreachable[0]}"
+        return Outcome.TEMPORARY, f"{NETWORK_ERROR}{unreachable[0]}"
     return None
+
+
+def net_error_reason(code: str) -> str:
+    """Return the reason for Chromium's network error ``code`` (``ERR_*``, from Chromium's
+    net/base/net_error_list.h): ``"chromium: <code>"``."""
+    return f"chromium: {code}"
+
+
+_UNREACHABLE_REASONS = frozenset(
+    {classify_curl_exit(code)[1] for code in UNREACHABLE_CURL_EXITS}
+    | {classify_wget_exit(code, None)[1] for code in UNREACHABLE_WGET_EXITS}
+    | {net_error_reason(code) for code in UNREACHABLE_NET_ERRORS}
+)
+# timeout_reason's words, for one of PAGE_FETCHERS
+_PAGE_TIMEOUT = re.compile(rf"(?:{'|'.join(PAGE_FETCHERS)}) timed out after \S+ s")
+
+
+def unreachable(outcome: Outcome, error: str) -> bool:
+    """True when a run that ended with ``outcome`` and ``error`` (a reason this module gave)
+    failed because the page's server was not reached or did not answer: a temporary failure
+    named in UNREACHABLE_CURL_EXITS, UNREACHABLE_WGET_EXITS or UNREACHABLE_NET_ERRORS, the
+    egress proxy's network error, or the timeout of one of PAGE_FETCHERS."""
+    if outcome is not Outcome.TEMPORARY:
+        return False
+    return (
+        error.startswith(NETWORK_ERROR)
+        or error in _UNREACHABLE_REASONS
+        or _PAGE_TIMEOUT.fullmatch(error) is not None
+    )

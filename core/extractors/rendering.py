@@ -40,6 +40,7 @@ from core.extractors.errors import (
     Outcome,
     classify_http_status,
     egress_failure,
+    net_error_reason,
     timeout_reason,
     too_large_reason,
 )
@@ -300,7 +301,7 @@ def classify_browser_error(message: str, browser: Browser) -> tuple[Outcome, str
     if "net::ERR_" in message:
         code = message.split("net::", 1)[1].split()[0]
         outcome = Outcome.TEMPORARY if code in TEMPORARY_NET_ERRORS else Outcome.FATAL
-        return outcome, f"chromium: {code}"
+        return outcome, net_error_reason(code)
     if not browser.alive or any(crash in message for crash in CRASH_MESSAGES):
         return Outcome.TEMPORARY, f"chromium crashed: {first_line}"
     return Outcome.TEMPORARY, f"chromium: {first_line}"

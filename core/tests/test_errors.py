@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from core.extractors.addresses import Refusal
 from core.extractors.errors import (
     Outcome,
     classify_curl_exit,
     classify_http_status,
     classify_wget_exit,
+    egress_failure,
+    net_error_reason,
     timeout_reason,
     too_large_reason,
+    unreachable,
 )
 
 
@@ -102,3 +106,39 @@ def test_too_large_is_fatal_and_names_the_setting_and_its_value() -> None:
         Outcome.FATAL,
         "download exceeds MAX_DOWNLOAD_BYTES (2097152 bytes)",
     )
+
+
+# --- which failures say the page's server was not reached (issue 19) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("outcome", "error", "expected"),
+    [
+        (*classify_curl_exit(6), True),  # could not resolve host
+        (*classify_curl_exit(7), True),  # refused
+        (*classify_curl_exit(28), True),  # timed out (connecting, or --max-time)
+        (*classify_curl_exit(52), True),  # closed without a word
+        (*classify_curl_exit(56), True),  # reset
+        (*classify_wget_exit(4, None), True),
+        (*timeout_reason("curl", 60), True),
+        (*timeout_reason("wget", 2.5), True),
+        (*timeout_reason("chromium", 30), True),
+        (Outcome.TEMPORARY, net_error_reason("ERR_CONNECTION_REFUSED"), True),
+        (Outcome.TEMPORARY, net_error_reason("ERR_EMPTY_RESPONSE"), True),
+        (*egress_failure([], [Refusal("http://a.example/", "could not connect")]), True),
+        # the server answered, or something else went wrong
+        (*classify_curl_exit(18), False),  # a body cut short: it did answer
+        (*classify_curl_exit(35), False),  # TLS
+        (Outcome.TEMPORARY, "HTTP 503 from http://a.example/", False),
+        (Outcome.TEMPORARY, net_error_reason("ERR_HTTP2_PROTOCOL_ERROR"), False),
+        (*timeout_reason("git", 60), False),  # a clone may just be long
+        (*timeout_reason("single-file", 60), False),
+        (Outcome.TEMPORARY, "interrupted: stop requested", False),
+        (*egress_failure([Refusal("http://10.0.0.1/", "private address")], []), False),
+        (Outcome.FATAL, "curl timed out after 60 s", False),  # not TEMPORARY: not ours
+    ],
+)
+def test_unreachable_names_the_failures_of_a_server_that_never_answered(
+    outcome: Outcome, error: str, expected: bool
+) -> None:
+    assert unreachable(outcome, error) is expected

@@ -268,6 +268,16 @@ MAX_ATTEMPTS = env_int("MAX_ATTEMPTS", 3, minimum=1)
 # Exponential backoff after a temporary error: BACKOFF_BASE * 2**(attempt-1), capped, with jitter.
 BACKOFF_BASE = env_number("BACKOFF_BASE", 10, minimum=0)
 BACKOFF_CAP = env_number("BACKOFF_CAP", 3600, minimum=0)
+# Seconds a tool (curl, wget, the egress proxy on their way) may take to open a connection to a
+# server: a host that does not answer fails at once, not after the whole EXTRACTOR_TIMEOUT.
+CONNECT_TIMEOUT_SECONDS = env_number("CONNECT_TIMEOUT_SECONDS", 10, minimum=1)
+# Fairness among hosts (a host is a URL's host:port, core/models/hosts.py): at most
+# HOST_CONCURRENCY archive results of one host run at once (0: no limit), and a host whose pages
+# fail to connect, reset or time out HOST_PAUSE_AFTER_FAILURES times in a row is paused (its
+# results are not started) for a backoff that grows with each further failure (the retry rule's
+# BACKOFF_BASE and BACKOFF_CAP); then one result is let through, and a success resumes it.
+HOST_CONCURRENCY = env_int("HOST_CONCURRENCY", 2, minimum=0)
+HOST_PAUSE_AFTER_FAILURES = env_int("HOST_PAUSE_AFTER_FAILURES", 3, minimum=1)
 # Largest response body one fetch may download, in bytes.
 MAX_DOWNLOAD_BYTES = env_int("MAX_DOWNLOAD_BYTES", 200 * 1024 * 1024, minimum=1024)
 USER_AGENT = env_str(

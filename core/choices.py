@@ -1,4 +1,5 @@
-"""State vocabulary: snapshots, archive results, storage copies, fixity checks (DESIGN.md §2)."""
+"""State vocabulary: snapshots, archive results, hosts, storage copies, fixity checks
+(DESIGN.md §2)."""
 
 from django.db import models
 
@@ -34,6 +35,14 @@ class ResultStatus(models.TextChoices):
     @classmethod
     def final(cls) -> tuple[str, ...]:
         return (cls.SUCCEEDED, cls.FAILED, cls.SKIPPED)
+
+
+class HostStatus(models.TextChoices):
+    """States of a host's circuit breaker (core/models/hosts.py): its results run, or it is
+    paused after connection failures (once the pause has passed, one result is let through)."""
+
+    OK = "ok", "OK"
+    PAUSED = "paused", "Paused"
 
 
 class CopyStatus(models.TextChoices):

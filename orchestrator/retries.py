@@ -1,7 +1,8 @@
 """The retry rule every work item follows (DESIGN.md §2): after a temporary error, back off with
 a growing delay while attempts are left, else fail with "attempts exhausted (n): <error>"; a
 record whose worker died (its lease ran out) counts that attempt as such an error; a record that
-waits on others looks again after POLL_INTERVAL.
+has not started shares the failed attempt of another that met what it would meet (its page's
+server did not answer); a record that waits on others looks again after POLL_INTERVAL.
 
 The rule calls each model's own transitions, passed in as callables: this module sits below the
 models and knows none of them.
@@ -76,6 +77,28 @@ def retry_or_fail(
         fail(error=exhausted_reason(record.attempts, error))
     else:
         fail(error=error)
+
+
+def share_failure(
+    record: Attempted,
+    error: str,
+    *,
+    max_attempts: int,
+    delay: float,
+    defer: Callable[..., object],
+    give_up: Callable[..., object],
+) -> None:
+    """Count, for ``record``, which has not started, the attempt of another record that failed
+    with the temporary ``error`` and that ``record``'s own would repeat (the same page's server
+    did not answer): with attempts left after it, call ``defer(error=error, delay=delay)``, the
+    delay the other record backs off for; else ``give_up(error=...)`` with exhausted_reason's
+    text. Both transitions count the attempt themselves.
+    """
+    attempts = record.attempts + 1
+    if exhausted(attempts, max_attempts):
+        give_up(error=exhausted_reason(attempts, error))
+    else:
+        defer(error=error, delay=delay)
 
 
 def recover_expired_lease(

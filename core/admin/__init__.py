@@ -2,6 +2,7 @@
 ModelAdmins of each module here."""
 
 from core.admin import (  # noqa: F401  (registers the ModelAdmins)
+    hosts,
     preservation,
     results,
     snapshots,

@@ -25,6 +25,8 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit, urlunsplit
 
+from django.conf import settings
+
 from core.extractors.addresses import (
     AddressRefused,
     Networks,
@@ -37,7 +39,9 @@ logger = logging.getLogger(__name__)
 
 # How the proxy names itself in the Proxy-Status field of its own answers (RFC 9209 §2).
 PROXY_NAME = "vellum-egress"
-CONNECT_TIMEOUT = 30  # seconds to open a connection to the origin server
+# Seconds a tool on 127.0.0.1 may take to send its request (and each later write to it); the
+# connection to the origin server must open within settings.CONNECT_TIMEOUT_SECONDS.
+CLIENT_TIMEOUT = 30
 IDLE_TIMEOUT = 300  # seconds a relay may see no byte before both sides are closed
 RELAY_CHUNK = 64 * 1024  # bytes read at once
 # Hop-by-hop fields (RFC 9110 §7.6.1) and the proxy's own: never passed to the origin.
@@ -136,7 +140,7 @@ class EgressProxy:
 
 def _serve(client: socket.socket, address, proxy: EgressProxy) -> None:
     with client:
-        client.settimeout(CONNECT_TIMEOUT)
+        client.settimeout(CLIENT_TIMEOUT)
         try:
             _ProxyHandler(client, address, proxy)
         except OSError as error:
@@ -237,7 +241,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         problem, error_type = "", "destination_unavailable"
         for _family, address in addresses:
             try:
-                return socket.create_connection((address, port), timeout=CONNECT_TIMEOUT)
+                return socket.create_connection(
+                    (address, port), timeout=settings.CONNECT_TIMEOUT_SECONDS
+                )
             except TimeoutError:
                 status, problem = 504, f"timed out connecting to {host}:{port}"
                 error_type = "connection_timeout"

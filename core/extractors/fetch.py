@@ -2,10 +2,10 @@
 
 Each extractor fetches for itself so that every capture is independent of the others (the
 mission: several independent extractors). curl is told to follow redirects, to give up after the
-extractor's timeout and to refuse bodies over ``MAX_DOWNLOAD_BYTES``. curl's own
-``--max-filesize`` only checks a length the server announces, so the size is also bounded from
-outside (``download_limit``): a body without Content-Length, or one that a gzip bomb inflates,
-is stopped when it passes the limit.
+extractor's timeout (and to connect within CONNECT_TIMEOUT_SECONDS) and to refuse bodies over
+``MAX_DOWNLOAD_BYTES``. curl's own ``--max-filesize`` only checks a length the server announces,
+so the size is also bounded from outside (``download_limit``): a body without Content-Length,
+or one that a gzip bomb inflates, is stopped when it passes the limit.
 """
 
 from __future__ import annotations
@@ -133,6 +133,8 @@ def _curl_command(
         "--location",
         "--max-redirs", "10",
         "--max-time", str(timeout),
+        # A server that does not accept the connection fails now, not at --max-time.
+        "--connect-timeout", f"{settings.CONNECT_TIMEOUT_SECONDS:g}",
         "--max-filesize", str(settings.MAX_DOWNLOAD_BYTES),
         "--user-agent", user_agent or settings.USER_AGENT,
         "--compressed",

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
@@ -115,6 +116,9 @@ class WgetExtractor(Extractor):
             # wget's own network timeout outlives the run, so a stalled server always ends the
             # same way: the run's deadline kills the group ("wget timed out after N s").
             f"--timeout={self.timeout + NETWORK_TIMEOUT_MARGIN}",
+            # ... but a server that does not accept the connection fails at once (after --timeout,
+            # which sets all three, this sets the connect timeout alone).
+            f"--connect-timeout={settings.CONNECT_TIMEOUT_SECONDS:g}",
             "--tries=1",  # retries belong to the ArchiveResult's backoff, not to wget
             "--max-redirect=10",
             f"--user-agent={self.user_agent}",

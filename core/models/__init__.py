@@ -1,6 +1,7 @@
 """Core models: what was archived (snapshots, results, tags) and the proofs that keep it
 (storage copies, fixity checks), and the API tokens that reach them."""
 
+from core.models.hosts import Host, HostQuerySet
 from core.models.preservation import FixityCheck, StorageCopy, StorageCopyQuerySet
 from core.models.results import ArchiveResult, ArchiveResultQuerySet
 from core.models.search import SnapshotText
@@ -12,6 +13,8 @@ __all__ = [
     "ArchiveResult",
     "ArchiveResultQuerySet",
     "FixityCheck",
+    "Host",
+    "HostQuerySet",
     "Snapshot",
     "SnapshotQuerySet",
     "SnapshotText",

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
-from django.db.models import Case, Exists, F, OuterRef, Value, When
+from django.db.models import Case, Count, Exists, F, OuterRef, Value, When
 from django.db.models.functions import Concat
 from django.db.models.lookups import Contains
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
+from core.models.hosts import Host
 from core.models.snapshots import Snapshot
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.models import WorkItem, WorkQuerySet
@@ -41,6 +43,41 @@ class ArchiveResultQuerySet(WorkQuerySet):
         ).filter(Contains(OuterRef("depends_on"), Concat(Value(","), F("extractor"), Value(","))))
         return models.Q(depends_on__gt="") & models.Q(Exists(unfinished))
 
+    def claimable(self, now=None) -> ArchiveResultQuerySet:
+        """Due results, but none that would start on a host that may not take one more now
+        (``held_back_hosts``); a started one whose worker died is always claimable (claiming it
+        recovers it, and runs nothing)."""
+        now = now or timezone.now()
+        waiting = models.Q(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF])
+        return self.due(now).exclude(waiting & self.held_back_hosts(now))
+
+    @staticmethod
+    def held_back_hosts(now) -> models.Q:
+        """Match results whose snapshot's host (core/models/hosts.py) may start none at ``now``:
+        it is paused; or on trial with a result running; or it has HOST_CONCURRENCY results
+        running (0: no limit). Running means started and under a live lease.
+
+        Three subqueries that do not depend on the row, each computed once per query. The
+        transaction that starts a result checks again, exactly (core/services/hosts.py): this
+        filter only keeps actors from claiming what they could not start.
+        """
+        running = ArchiveResult.objects.filter(status=ResultStatus.STARTED, retry_at__gt=now)
+        held = models.Q(snapshot__host__in=Host.objects.paused(now).values("name"))
+        on_trial = Host.objects.on_trial(now).values("name")
+        held |= models.Q(
+            snapshot__host__in=running.filter(snapshot__host__in=on_trial).values("snapshot__host")
+        )
+        if settings.HOST_CONCURRENCY:
+            full = (
+                running.order_by()
+                .values("snapshot__host")
+                .annotate(running=Count("pk"))
+                .filter(running__gte=settings.HOST_CONCURRENCY)
+                .values("snapshot__host")
+            )
+            held |= models.Q(snapshot__host__in=full)
+        return held
+
     def claim_order(self) -> ArchiveResultQuerySet:
         """Results whose worker died first (still started, lease run out: recovering one takes
         an instant, and it must not wait behind the whole queue), then DESIGN.md §3's order."""
@@ -55,7 +92,9 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
     """One extractor run on one snapshot: what ran, with which version, and what it produced.
 
     ``queued → started → succeeded | failed | skipped``; a temporary error goes
-    ``started → backoff → started`` until ``max_attempts``, then ``failed``.
+    ``started → backoff → started`` until ``max_attempts``, then ``failed``. When another
+    result of the snapshot could not reach the page, one not started yet shares that failed
+    attempt: ``queued | backoff → backoff`` (``defer``), or ``→ failed`` (``give_up``).
     """
 
     snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="results")
@@ -196,6 +235,31 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
             self._record_run(output)
         self.error = error
         self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(
+        field=status,
+        source=[ResultStatus.QUEUED, ResultStatus.BACKOFF],
+        target=ResultStatus.BACKOFF,
+    )
+    def defer(self, *, error: str, delay: float) -> None:
+        """Another result of the snapshot could not reach the page (``error``): this one
+        would meet the same, so it shares that attempt (counted here) and tries again after
+        ``delay`` seconds, without running now."""
+        self.attempts += 1
+        self.error = error
+        self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(
+        field=status,
+        source=[ResultStatus.QUEUED, ResultStatus.BACKOFF],
+        target=ResultStatus.FAILED,
+    )
+    def give_up(self, *, error: str) -> None:
+        """As ``defer``, but the shared attempt was this one's last: final, with ``error``."""
+        self.attempts += 1
+        self.error = error
+        self.end_ts = timezone.now()
+        self.retry_at = None
 
     @transition(
         field=status,

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Value
+from django.db.models.functions import Concat, StrIndex, Substr
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.behaviours import BehaviourOptions
+from core.models.hosts import Host
 from core.models.preservation import LOCAL, FixityCheck
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.diskguard import disk_held
@@ -21,6 +23,15 @@ from orchestrator.models import WorkItem, WorkQuerySet
 
 if TYPE_CHECKING:
     from core.models.results import ArchiveResult
+
+
+def url_host(field: str) -> Substr:
+    """The ``host[:port]`` of the URL in ``field``, as a database expression: what lies between
+    ``://`` and the next ``/`` (a normalized URL has no credentials and a path, crawls/seeds.py).
+    Immutable, so that it can define a stored generated column."""
+    after_scheme = Substr(field, StrIndex(field, Value("://")) + 3)
+    end = StrIndex(Concat(after_scheme, Value("/")), Value("/"))
+    return Substr(after_scheme, 1, end - 1)
 
 
 class Tag(models.Model):
@@ -44,18 +55,24 @@ class SnapshotQuerySet(WorkQuerySet):
 
     def claimable(self, now=None) -> SnapshotQuerySet:
         """Due snapshots, but queued ones only while fewer than MAX_STARTED_SNAPSHOTS are started
-        and the disk guard is open (orchestrator/diskguard.py).
+        and the disk guard is open (orchestrator/diskguard.py), and none of a paused host
+        (core/models/hosts.py).
 
         The window keeps a crawl's frontier small: result actors always have work, started
         snapshots finish in order, and few of them poll for their results at a time. It is a
-        soft limit (two actors may both start one at the edge).
+        soft limit (two actors may both start one at the edge). Snapshots of a paused host
+        neither start nor count: their results wait, and must not keep other hosts' snapshots
+        out of the window.
         """
+        now = now or timezone.now()
         due = self.due(now)
         if disk_held():
             return due.exclude(status=SnapshotStatus.QUEUED)
+        paused = Host.objects.paused(now).values("name")
+        due = due.exclude(status=SnapshotStatus.QUEUED, host__in=paused)
         # Started snapshots of held crawls do not count: they would block every other crawl.
-        started = Snapshot.objects.runnable().filter(status=SnapshotStatus.STARTED).count()
-        if started >= settings.MAX_STARTED_SNAPSHOTS:
+        started = Snapshot.objects.runnable().filter(status=SnapshotStatus.STARTED)
+        if started.exclude(host__in=paused).count() >= settings.MAX_STARTED_SNAPSHOTS:
             return due.exclude(status=SnapshotStatus.QUEUED)
         return due
 
@@ -107,6 +124,13 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     crawl = models.ForeignKey("crawls.Crawl", on_delete=models.CASCADE, related_name="snapshots")
     url = models.URLField(max_length=2048, help_text="Normalized URL (see crawls/seeds.py).")
+    host = models.GeneratedField(
+        expression=url_host("url"),
+        output_field=models.CharField(max_length=2048),
+        db_persist=True,
+        db_index=True,
+        help_text="The URL's host[:port] (core/models/hosts.py), kept by the database.",
+    )
     depth = models.PositiveSmallIntegerField(default=0, help_text="Links followed from a seed.")
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"

@@ -1,5 +1,11 @@
 """Workflows over archive results (DESIGN.md §2): run one extractor on one snapshot, record
-what it left, and back off or fail it."""
+what it left, and back off or fail it.
+
+Fair under faults (issue 19): a result starts only when its host takes one more
+(core/services/hosts.py); a run that could not reach the page backs off the snapshot's other
+results that have not started with it (``result_share_failure``) and counts towards its host's
+circuit breaker.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from functools import partial
 from pathlib import Path
 
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus
@@ -19,9 +27,17 @@ from core.extractors.registry import get_extractor
 from core.extractors.scrubbing import scrub_folder
 from core.folder.manifest import TEMP_PREFIX
 from core.models import ArchiveResult, Snapshot
+from core.services.hosts import host_note_outcome, host_start_refused
 from core.services.snapshots import snapshot_queue_outlinks, snapshot_wake
 from crawls.choices import StepBehaviour
-from orchestrator.retries import LEASE_EXPIRED, recover_expired_lease, retry_or_fail
+from orchestrator.claims import hand_back
+from orchestrator.retries import (
+    LEASE_EXPIRED,
+    backoff_delay,
+    recover_expired_lease,
+    retry_or_fail,
+    share_failure,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +92,12 @@ def _result_attempt(result: ArchiveResult) -> None:
     snapshot = result.snapshot
     try:
         with transaction.atomic():
+            if host_start_refused(result=result):
+                _hand_back_for_host(result)
+                return
             result.start()
             result.save()
-    except ConcurrentTransition:  # stopped by a failed blocking step since it was claimed
+    except ConcurrentTransition:  # stopped or deferred since it was claimed
         result.refresh_from_db()
         logger.info("%s of %s changed before it started", result.extractor, snapshot.pk)
         return
@@ -105,6 +124,21 @@ def _result_attempt(result: ArchiveResult) -> None:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _hand_back_for_host(result: ArchiveResult) -> None:
+    """Give back the claim of ``result``, which its host does not take now (paused, or as many
+    running as it may): due again at once, for whichever actor finds its host free."""
+    given_at = hand_back(result, lease_end=result.retry_at)
+    if given_at is not None:
+        # What the actor dates its release by (actor._handed_back_at): the moment it was given.
+        result.retry_at = result.modified_at = given_at
+    logger.info(
+        "%s of %s handed back: host %s is paused or busy",
+        result.extractor,
+        result.snapshot_id,
+        result.snapshot.host,
+    )
+
+
 def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOutput:
     """Call ``extractor.run``, turning an unexpected exception into a recorded outcome.
 
@@ -129,7 +163,19 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
 
 
 def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: Path) -> None:
-    """Transition ``result`` by ``output.outcome``; on success, move ``work_dir`` into place."""
+    """Transition ``result`` by ``output.outcome``; on success, move ``work_dir`` into place.
+
+    A run that could not reach the page (``output.unreachable``) backs off the snapshot's
+    results that have not started with it (``result_share_failure``); every outcome is told to
+    the host's circuit breaker (core/services/hosts.py).
+    """
+    _result_transition(result, output, work_dir)
+    if output.unreachable:
+        result_share_failure(result=result, error=output.error)
+    host_note_outcome(host=result.snapshot.host, extractor=result.extractor, output=output)
+
+
+def _result_transition(result: ArchiveResult, output: ExtractorOutput, work_dir: Path) -> None:
     snapshot = result.snapshot
     if output.outcome is Outcome.SUCCEEDED:
         files, size = _move_into_place(work_dir, snapshot.output_dir / result.extractor)
@@ -157,6 +203,62 @@ def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: P
                 retry_after=output.retry_after,
             )
         result.save()
+
+
+def result_share_failure(*, result: ArchiveResult, error: str) -> int:
+    """After ``result``'s run could not reach the page (``error``: its server did not resolve,
+    refused or reset the connection, or did not answer in time), back off the snapshot's
+    other results that have not started, rather than let each meet the same; return how many.
+
+    Each shares the failed attempt (``retries.share_failure``): it backs off for as long as
+    ``result`` does (when ``result`` failed for good, the retry rule's delay after the attempt),
+    its error "page did not answer <extractor>: <error>", or fails with attempts exhausted; a
+    blocking step that fails so stops the snapshot's remaining steps. Not when a result of the
+    snapshot has succeeded: the page answered that one, and may answer again.
+
+    Queued results are taken even when an actor has just claimed one (its start then finds it
+    changed, as after a stop); results in backoff only when due (one whose ``retry_at`` lies
+    ahead waits already, or is claimed). The rows are read and changed in one transaction:
+    under SQLite's write lock, or locked on PostgreSQL (``SKIP LOCKED``: one being claimed at
+    this instant is left to its actor).
+    """
+    snapshot = result.snapshot
+    if snapshot.results.filter(status=ResultStatus.SUCCEEDED).exists():
+        return 0
+    now = timezone.now()
+    if result.status == ResultStatus.BACKOFF:
+        delay = max((result.retry_at - now).total_seconds(), 0.0)
+    else:
+        delay = backoff_delay(result.attempts)
+    shared_error = f"page did not answer {result.extractor}: {error}"
+    not_started = Q(status=ResultStatus.QUEUED) | Q(status=ResultStatus.BACKOFF, retry_at__lte=now)
+    with transaction.atomic():
+        others = list(
+            snapshot.results.filter(not_started)
+            .exclude(pk=result.pk)
+            .select_for_update(skip_locked=True, of=("self",))
+        )
+        for other in others:
+            share_failure(
+                other,
+                shared_error,
+                max_attempts=get_extractor(other.extractor).max_attempts,
+                delay=delay,
+                defer=other.defer,
+                give_up=other.give_up,
+            )
+            other.save()
+    for other in others:
+        if other.status == ResultStatus.FAILED and other.behaviour == StepBehaviour.BLOCKING:
+            result_stop_remaining(result=other)
+    if others:
+        logger.info(
+            "snapshot %s: %s could not reach the page; %d results back off with it",
+            snapshot.pk,
+            result.extractor,
+            len(others),
+        )
+    return len(others)
 
 
 def result_recover(*, result: ArchiveResult) -> None:

@@ -2,9 +2,10 @@
 
 Each path is one way a server goes wrong (issue 3, item 7): it never answers, trickles a byte a
 second, redirects in a loop, sends 1 GiB, promises more than it sends, sends a gzip bomb, invalid
-HTML, a Content-Type that lies, or a 500 before a 200. Large bodies are generated as they are
-sent, never held in memory, and stop as soon as the client goes away; the server counts the
-bytes it sent per path so that a test can check the client stopped early.
+HTML, a Content-Type that lies, a 500 before a 200, or resets the connection (issue 19). Large
+bodies are generated as they are sent, never held in memory, and stop as soon as the client goes
+away; the server counts the bytes it sent per path so that a test can check the client stopped
+early.
 
 A route answers for its path and for any path below it, with or without ``.git``: the git
 extractor asks for ``<url>/info/refs`` and drops the query, so ``/huge/html/case-3.git`` gets
@@ -16,6 +17,8 @@ afterwards; ``stop()`` releases every handler that is still waiting.
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 import zlib
@@ -195,6 +198,13 @@ class HostileHandler(BaseHTTPRequestHandler):
         """Close the connection without a word."""
         self.close_connection = True
 
+    def reset(self) -> None:
+        """Read the request, then reset the connection: an RST (a zero linger time on close),
+        not the orderly close of /empty-reply."""
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
     ROUTES = {
         "/never": never,
         "/trickle": trickle,
@@ -208,6 +218,7 @@ class HostileHandler(BaseHTTPRequestHandler):
         "/png-as-html": png_as_html,
         "/flaky": flaky,
         "/empty-reply": empty_reply,
+        "/reset": reset,
     }
 
     def log_message(self, format: str, *args: object) -> None:

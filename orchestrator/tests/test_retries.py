@@ -1,6 +1,6 @@
 """The retry rule (orchestrator/retries.py): backoff after a temporary error (exponential,
-jittered, bounded), "attempts exhausted" once none are left, recovery of an expired lease, and
-the next poll of a waiting record."""
+jittered, bounded), "attempts exhausted" once none are left, recovery of an expired lease, an
+attempt shared by a record that has not started, and the next poll of a waiting record."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from orchestrator.retries import (
     next_poll,
     recover_expired_lease,
     retry_or_fail,
+    share_failure,
 )
 
 SAMPLES = 200
@@ -163,6 +164,34 @@ def test_an_expired_lease_keeps_the_error_from_before() -> None:
         "; before that: finalizing failed: disk full"
     )
     assert calls == [("fail", {"error": error})]
+
+
+# --- a record that has not started shares another's failed attempt -----------------------------
+
+
+def shared_calls(attempts: int, **kwargs) -> list[tuple[str, dict]]:
+    calls = []
+    share_failure(
+        SimpleNamespace(attempts=attempts), "page did not answer headers: curl timed out", **kwargs,
+        defer=lambda **given: calls.append(("defer", given)),
+        give_up=lambda **given: calls.append(("give_up", given)),
+    )  # fmt: skip
+    return calls
+
+
+def test_a_shared_attempt_with_attempts_left_after_it_defers_for_the_given_delay() -> None:
+    calls = shared_calls(1, max_attempts=3, delay=12.5)
+
+    assert calls == [
+        ("defer", {"error": "page did not answer headers: curl timed out", "delay": 12.5})
+    ]
+
+
+def test_a_shared_attempt_that_is_the_last_gives_up_counting_it() -> None:
+    calls = shared_calls(2, max_attempts=3, delay=12.5)
+
+    error = "attempts exhausted (3): page did not answer headers: curl timed out"
+    assert calls == [("give_up", {"error": error})]
 
 
 # --- polling -------------------------------------------------------------------------------------

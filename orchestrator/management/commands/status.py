@@ -1,5 +1,5 @@
 """``manage.py status``: how many crawls, snapshots, results and storage copies are in each state,
-and what fixity audits found."""
+which hosts are paused after connection failures, and what fixity audits found."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from core.management.database import require_migrated_database
+from core.models import Host
+from core.services.hosts import hosts_paused
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.diskguard import DiskUsage, disk_usage
@@ -22,6 +24,7 @@ from orchestrator.models import QueueState, QueueStatus
 from orchestrator.status import fixity_status, kind_titles, status_counts
 
 HELD_SHOWN = 20  # held crawls listed with their reasons (the count is in the table)
+PAUSED_HOSTS_SHOWN = 20  # paused hosts listed, the soonest resumed first
 
 
 class Command(BaseCommand):
@@ -47,14 +50,15 @@ class Command(BaseCommand):
 @dataclass(frozen=True)
 class _Status:
     """What ``status`` shows: counts per kind and state (orchestrator.status.status_counts),
-    fixity_status()'s summary, the queue's hold, the first held crawls (id, hold_reason) and the
-    disk guard's reading."""
+    fixity_status()'s summary, the queue's hold, the first held crawls (id, hold_reason), the
+    disk guard's reading and the paused hosts (core.services.hosts.hosts_paused)."""
 
     counts: dict[str, dict[str, int]]
     fixity: dict
     queue: QueueState
     held_crawls: list[dict]
     disk: DiskUsage
+    paused_hosts: list[Host]
 
 
 def _gather() -> _Status:
@@ -73,7 +77,7 @@ def _gather() -> _Status:
     except OSError as error:
         reason = f"Cannot measure the disk holding {settings.DATA_DIR}: {error}"
         raise CommandError(reason) from None
-    return _Status(counts, fixity, queue, held_crawls, disk)
+    return _Status(counts, fixity, queue, held_crawls, disk, hosts_paused())
 
 
 def _document(status: _Status) -> dict:
@@ -93,9 +97,20 @@ def _document(status: _Status) -> dict:
         "since": since,
         "reason": queue.reason,
     }
+    now = timezone.now()
+    paused = [
+        {
+            "host": host.name,
+            "on_trial": host.paused_until <= now,
+            "paused_until": host.paused_until.isoformat(),
+            "failures": host.failures,
+            "error": host.error,
+        }
+        for host in status.paused_hosts
+    ]
     return {
         "data_dir": str(settings.DATA_DIR), "queue": hold, "disk_guard": guard, **status.counts,
-        "fixity": fixity, "held_crawls": status.held_crawls,
+        "fixity": fixity, "held_crawls": status.held_crawls, "paused_hosts": paused,
     }  # fmt: skip
 
 
@@ -104,6 +119,7 @@ def _print(console: Console, status: _Status) -> None:
     _print_header(console, status.disk, status.queue)
     console.print(_table(status.counts, status.fixity))
     _print_notes(console, status.held_crawls, status.fixity["flagged"])
+    _print_hosts(console, status.paused_hosts)
 
 
 def _print_header(console: Console, disk: DiskUsage, queue: QueueState) -> None:
@@ -153,6 +169,22 @@ def _print_notes(console: Console, held_crawls: list[dict], flagged: int) -> Non
             "manage.py verify --all, then manage.py restore --flagged (from a storage copy) "
             "or manage.py rearchive --flagged",
             style="bold red",
+            soft_wrap=True,
+        )
+
+
+def _print_hosts(console: Console, paused: list[Host]) -> None:
+    """Say which hosts are paused after connection failures, until when and why: their results
+    wait, the other hosts' run (core/models/hosts.py)."""
+    for host in paused[:PAUSED_HOSTS_SHOWN]:
+        described = host.describe()
+        console.print(f"{described[0].upper()}{described[1:]}.", style="yellow", soft_wrap=True)
+    if len(paused) > PAUSED_HOSTS_SHOWN:
+        console.print(f"... and {len(paused) - PAUSED_HOSTS_SHOWN} more paused hosts.")
+    if paused:
+        console.print(
+            "A paused host's results wait; once its pause has passed, one at a time is tried "
+            "(the admin's Hosts page resumes a host at once).",
             soft_wrap=True,
         )
 

@@ -1,0 +1,117 @@
+"""Workflows over hosts (core/models/hosts.py): who may start a result on a host, what a
+result's outcome tells its host's circuit breaker, and resuming a paused host by hand.
+
+Every change to a Host row is a transition made under the row's lock: on PostgreSQL ``SELECT
+... FOR UPDATE``; on SQLite every transaction takes the database's write lock when it begins
+(``IMMEDIATE``, archive/settings.py), which serialises them as well.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.choices import HostStatus, ResultStatus
+from core.extractors.base import ExtractorOutput
+from core.extractors.errors import Outcome
+from core.models import ArchiveResult, Host
+from orchestrator.retries import backoff_delay
+
+logger = logging.getLogger(__name__)
+
+
+def host_start_refused(*, result: ArchiveResult) -> bool:
+    """Tell whether ``result`` may not start now on its snapshot's host: the host is paused,
+    or on trial (after a pause) with a result running, or has HOST_CONCURRENCY results running
+    (0: no limit). Running means started and under a live lease; ``result`` itself is not
+    counted.
+
+    Call it in the transaction that starts ``result``: it locks the host's row (creating it on
+    first use), so that of two results of one host that start at once, the second sees the
+    first one started. This makes the limit exact; the claim's filter
+    (``ArchiveResultQuerySet.held_back_hosts``) only spares actors claiming what they could not
+    start.
+    """
+    host, _created = Host.objects.select_for_update().get_or_create(name=result.snapshot.host)
+    now = timezone.now()
+    if host.status == HostStatus.PAUSED:
+        if host.paused_until > now:
+            return True
+        limit = 1
+    else:
+        limit = settings.HOST_CONCURRENCY
+    if not limit:
+        return False
+    running = ArchiveResult.objects.filter(
+        snapshot__host=host.name, status=ResultStatus.STARTED, retry_at__gt=now
+    ).exclude(pk=result.pk)
+    return running.count() >= limit
+
+
+def host_note_outcome(*, host: str, extractor: str, output: ExtractorOutput) -> Host | None:
+    """Tell ``host``'s circuit breaker how a run of ``extractor`` ended (``output``).
+
+    A run that could not reach the page (``output.unreachable``) counts one failure;
+    HOST_PAUSE_AFTER_FAILURES of them in a row pause the host for ``backoff_delay(n)``
+    seconds, where n counts the failures from the one that reached the limit (1, 2, ...), and
+    each further one pauses it again, for longer. A success resumes a paused host and clears
+    the count. Any other outcome (the server answered with an error, the extractor did not
+    apply) leaves the breaker as it is. Return the host's row when it changed, else None.
+    """
+    if output.unreachable:
+        return _host_count_failure(host, f"{extractor}: {output.error}")
+    if output.outcome is Outcome.SUCCEEDED:
+        return _host_count_success(host)
+    return None
+
+
+def _host_count_failure(name: str, error: str) -> Host:
+    with transaction.atomic():
+        host, _created = Host.objects.select_for_update().get_or_create(name=name)
+        failures = host.failures + 1
+        if failures >= settings.HOST_PAUSE_AFTER_FAILURES:
+            beyond = failures - settings.HOST_PAUSE_AFTER_FAILURES + 1
+            host.pause(error=error, delay=backoff_delay(beyond))
+        else:
+            host.count_failure(error=error)
+        host.save()
+    if host.status == HostStatus.PAUSED:
+        logger.warning("%s", host.describe())
+    return host
+
+
+def _host_count_success(name: str) -> Host | None:
+    # Most successes are on hosts with nothing to clear: one indexed read, no write.
+    if not Host.objects.filter(name=name).exclude(status=HostStatus.OK, failures=0).exists():
+        return None
+    with transaction.atomic():
+        host = Host.objects.select_for_update().get(name=name)
+        if host.status == HostStatus.PAUSED:
+            host.resume()
+            logger.info("host %s resumed: a result succeeded", name)
+        else:
+            host.count_success()
+        host.save()
+    return host
+
+
+def host_resume(*, host: Host) -> Host:
+    """Resume a paused ``host`` now (an operator's request): its results start again and its
+    failures are forgotten. Raise TransitionNotAllowed when it is not paused."""
+    with transaction.atomic():
+        fresh = Host.objects.select_for_update().get(pk=host.pk)
+        fresh.resume()
+        fresh.save()
+    logger.info("host %s resumed by hand", fresh.name)
+    return fresh
+
+
+def hosts_paused(now: datetime | None = None) -> list[Host]:
+    """Paused hosts, those still waiting first (soonest resumed first), then those on trial."""
+    now = now or timezone.now()
+    waiting = list(Host.objects.paused(now).order_by("paused_until", "name"))
+    return waiting + list(Host.objects.on_trial(now).order_by("paused_until", "name"))

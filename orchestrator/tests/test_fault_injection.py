@@ -78,6 +78,9 @@ FAULT_ENV = {
     "LEASE_SECONDS": "8",
     "POLL_INTERVAL": "0.5",
     "MAX_ATTEMPTS": "6",  # a result killed a few times still succeeds: kills lose no page
+    # One site: as many of its results may run as there are actors (the limit is still checked
+    # at every start, under kills), so that kills keep catching actors at work.
+    "HOST_CONCURRENCY": "4",
 }
 
 

@@ -34,7 +34,9 @@ from orchestrator.tests.test_fault_injection import (
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PAGES = 500
-LOAD_ENV = {"ACTORS_ARCHIVERESULT": "8"}
+# One site: as many of its results may run as there are actors (the per-host limit is still
+# checked at every start, under its lock: part of the load).
+LOAD_ENV = {"ACTORS_ARCHIVERESULT": "8", "HOST_CONCURRENCY": "8"}
 RUN_LIMIT = 540  # seconds the crawl may take before the test fails
 LOCKED = re.compile(rb"database is locked", re.IGNORECASE)
 

@@ -5,19 +5,21 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
+from django.utils import timezone
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
-from core.models import ArchiveResult, StorageCopy
+from core.models import ArchiveResult, Host, StorageCopy
 from crawls.models import Crawl
 
 PLAIN_INTERVAL_SECONDS = 5
 
 
 class CrawlProgress:
-    """Show snapshots, results and storage copies of one crawl as they finish: a live bar on a
-    terminal, a line every few seconds (when something changed) otherwise."""
+    """Show snapshots, results and storage copies of one crawl as they finish, and the hosts
+    whose results wait in a pause: a live bar on a terminal, a line every few seconds (when
+    something changed) otherwise."""
 
     def __init__(self, crawl: Crawl, console: Console):
         self.crawl = crawl
@@ -58,7 +60,7 @@ class CrawlProgress:
         r_total, r_final = sum(results.values()), _sum(results, ResultStatus.final())
         failed = results.get(ResultStatus.FAILED, 0)
         backoff = results.get(ResultStatus.BACKOFF, 0)
-        detail = f"{failed} failed, {backoff} in backoff"
+        detail = f"{failed} failed, {backoff} in backoff" + self._paused_hosts()
         copies = self._copies()
         if self.progress:
             self.progress.update(self.snapshots_task, total=total, completed=final, detail="")
@@ -73,6 +75,18 @@ class CrawlProgress:
         if line != self.last_line and now - self.last_print >= PLAIN_INTERVAL_SECONDS:
             self.console.print(line, highlight=False)
             self.last_line, self.last_print = line, now
+
+    def _paused_hosts(self) -> str:
+        """``", host h paused until 10:00:05 (+1 more)"`` while hosts of the crawl's started
+        snapshots are paused (their results wait, core/models/hosts.py), else ""."""
+        started = self.crawl.snapshots.filter(status=SnapshotStatus.STARTED).values("host")
+        paused = list(Host.objects.paused().filter(name__in=started).order_by("paused_until"))
+        if not paused:
+            return ""
+        first = paused[0]
+        more = f" (+{len(paused) - 1} more)" if len(paused) > 1 else ""
+        until = timezone.localtime(first.paused_until)
+        return f", host {first.name} paused until {until:%H:%M:%S}{more}"
 
     def _copies(self) -> dict | None:
         """Storage copies of the crawl: counts, and why copies back off (a target is down)."""

@@ -22,6 +22,7 @@ from django.test import Client
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 from model_bakery import baker
+from rich.console import Console
 
 from core.choices import HostStatus, ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
@@ -36,6 +37,7 @@ from core.services.hosts import (
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.claims import claim_next
+from orchestrator.display import CrawlProgress
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -572,3 +574,24 @@ def test_a_paused_host_can_be_resumed_from_its_admin_page(admin_client: Client) 
         "Host hang.example:8080 resumed: its results start again."
     ]
     assert Host.objects.get(pk=host.pk).status == HostStatus.OK
+
+
+def test_add_wait_says_which_host_of_the_crawl_is_paused() -> None:
+    host = paused_host("hang.example:8080", for_seconds=600)
+    snapshot = snapshot_on("hang.example:8080")
+    out = StringIO()
+
+    CrawlProgress(snapshot.crawl, Console(file=out, force_terminal=False, width=200)).update()
+
+    until = timezone.localtime(host.paused_until)
+    assert f"host hang.example:8080 paused until {until:%H:%M:%S}" in out.getvalue()
+
+
+def test_add_wait_says_nothing_of_paused_hosts_the_crawl_does_not_wait_for() -> None:
+    paused_host("hang.example:8080", for_seconds=600)
+    snapshot = snapshot_on("fine.example")
+    out = StringIO()
+
+    CrawlProgress(snapshot.crawl, Console(file=out, force_terminal=False, width=200)).update()
+
+    assert "paused" not in out.getvalue()

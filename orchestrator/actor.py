@@ -2,8 +2,10 @@
 
 Built like huey's consumer: ``initialize()``, ``tick()``, ``shutdown()``. Signal handlers only set
 flags: SIGINT drains (finish the current record, then exit), SIGTERM stops (a running extractor's
-process group is killed and its result goes to backoff). An actor exits by itself after
-``idle_exit`` seconds with nothing due; the orchestrator spawns new ones when work appears.
+process group is killed and its result goes to backoff). With nothing due, an actor waits for a
+wake-up (orchestrator/wakeups.py: new work of its kind pings it the moment it commits) and
+claims again; after ``idle_exit`` seconds without work it exits, and the orchestrator starts new
+ones when work appears. It does not poll: at the end of ``idle_exit`` it looks once more.
 
 A claim may bring companions (``WorkType.companions``; the results of one snapshot that capture
 the page its browser loaded, orchestrator/work.py): they are ticked in claim order right after
@@ -27,12 +29,12 @@ from django.utils import timezone
 from core.extractors.process import CommandCancelled, cancel_requested, run_shutdown_hooks
 from orchestrator import claimlog
 from orchestrator.claims import claim_next_with_companions, hand_back, reload_claimed
+from orchestrator.wakeups import Listener, Wake
 from orchestrator.work import WorkType
 
 logger = logging.getLogger(__name__)
 
-IDLE_SLEEP_MIN = 0.05
-IDLE_SLEEP_MAX = 0.5
+ERROR_PAUSE_SECONDS = 0.5  # after a database error while claiming, before the next claim
 
 
 class Actor:
@@ -44,23 +46,35 @@ class Actor:
         self.max_records = max_records
         self.draining = False
         self.stopping = False
-        self._wakeup = threading.Event()  # set by signal handlers to cut an idle pause short
+        self._wakeup = threading.Event()  # set by signal handlers when there is no listener
+        self.listener: Listener | None = None
+        self.last_wake: Wake | None = None  # what ended the last wait for work
         self.done = 0
 
     def initialize(self) -> None:
-        """Install the signal handlers and say hello in the log."""
+        """Listen for wake-ups of this kind (before the first claim: a ping that comes while
+        it claims is not lost), install the signal handlers and say hello in the log."""
+        try:
+            self.listener = Listener(self.kind.name)
+        except OSError as error:
+            logger.warning("actor %s cannot listen for wake-ups (%s)", self.kind.name, error)
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
         logger.info("actor %s started (pid %d)", self.kind.name, os.getpid())
 
     def _on_interrupt(self, signum, frame) -> None:
         self.draining = True
-        self._wakeup.set()
+        self._interrupt()
 
     def _on_terminate(self, signum, frame) -> None:
         self.stopping = True
         cancel_requested.set()
+        self._interrupt()
+
+    def _interrupt(self) -> None:
         self._wakeup.set()
+        if self.listener is not None:
+            self.listener.interrupt()
 
     def tick(self) -> bool:
         """Claim one due record (and its companions) and advance each; return False when
@@ -127,19 +141,27 @@ class Actor:
         """Loop until idle, drained or stopped; return how many records were ticked."""
         self.initialize()
         idle_since = time.monotonic()
-        sleep = IDLE_SLEEP_MIN
         try:
             while not (self.draining or self.stopping or self._quota_reached()):
                 if self._safe_tick():
-                    idle_since, sleep = time.monotonic(), IDLE_SLEEP_MIN
+                    idle_since = time.monotonic()
                     continue
-                if time.monotonic() - idle_since >= self.idle_exit:
+                idle = time.monotonic() - idle_since
+                if idle >= self.idle_exit:
                     break
-                self._wakeup.wait(sleep)
-                sleep = min(sleep * 2, IDLE_SLEEP_MAX)
+                self.wait(self.idle_exit - idle)
         finally:
             self.shutdown()
         return self.done
+
+    def wait(self, timeout: float) -> Wake | None:
+        """Wait up to ``timeout`` seconds for a wake-up of this kind or a signal; return what
+        ended the wait (None without a listener, when it just sleeps)."""
+        if self.listener is None:
+            self._wakeup.wait(timeout)
+            return None
+        self.last_wake = self.listener.wait(timeout)
+        return self.last_wake
 
     def _safe_tick(self) -> bool:
         try:
@@ -147,7 +169,7 @@ class Actor:
         except DatabaseError:
             logger.exception("database error while claiming %s", self.kind.name)
             close_old_connections()
-            self._wakeup.wait(IDLE_SLEEP_MAX)
+            self._wakeup.wait(ERROR_PAUSE_SECONDS)
             return False
 
     def _quota_reached(self) -> bool:
@@ -158,6 +180,8 @@ class Actor:
         started one), close the database connection and log the count."""
         run_shutdown_hooks()
         close_old_connections()
+        if self.listener is not None:
+            self.listener.close()
         logger.info(
             "actor %s exits after %d records (pid %d)", self.kind.name, self.done, os.getpid()
         )

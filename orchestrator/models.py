@@ -8,12 +8,15 @@ record means an actor owns it, or that it waits for a retry; ``NULL`` means fina
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 from django.db.models import Exists
 from django.utils import timezone
 from django_fsm import FSMField, transition
 
 from orchestrator.retries import next_poll
+from orchestrator.wakeups import notify_due, notify_final
 
 
 class WorkQuerySet(models.QuerySet):
@@ -52,6 +55,24 @@ class WorkQuerySet(models.QuerySet):
         now = timezone.now()
         return self.filter(retry_at__lte=next_poll(now)).update(retry_at=now)
 
+    def update(self, **kwargs) -> int:
+        """Update as Django does; when it makes records due now (``retry_at`` now or past) or
+        final (``retry_at`` NULL), wake the orchestrator and idle actors once it commits
+        (orchestrator/wakeups.py). A lease (``retry_at`` ahead) wakes nobody."""
+        rows = super().update(**kwargs)
+        if rows and "retry_at" in kwargs:
+            _announce(self.model, kwargs["retry_at"])
+        return rows
+
+    def bulk_create(self, objs, *args, **kwargs) -> list:
+        """Create as Django does; when a record created is due now, wake the orchestrator and
+        idle actors once it commits."""
+        created = super().bulk_create(objs, *args, **kwargs)
+        now = timezone.now()
+        if any(obj.retry_at is not None and obj.retry_at <= now for obj in created):
+            notify_due(self.model._meta.model_name)
+        return created
+
     def count_by_status(self) -> dict[str, int]:
         """Return ``{state: count}`` for the states that occur (one grouped query)."""
         grouped = self.order_by().values_list("status").annotate(n=models.Count("pk"))
@@ -80,6 +101,27 @@ class WorkItem(models.Model):
 
     class Meta:
         abstract = True
+
+    def save(self, *args, **kwargs) -> None:
+        """Save, then ``announce()`` the record's new ``retry_at``."""
+        super().save(*args, **kwargs)
+        self.announce()
+
+    def announce(self) -> None:
+        """Once the transaction commits, wake the orchestrator and idle actors of this kind if
+        the record is due now, and the orchestrator if it is final (a crawl ``add --wait``
+        waits for, a snapshot whose end lets a held-back one start); nothing while
+        ``retry_at`` lies ahead (a lease, a backoff). See orchestrator/wakeups.py."""
+        _announce(type(self), self.retry_at)
+
+
+def _announce(model: type[WorkItem], retry_at) -> None:
+    """Ping about records of ``model`` whose ``retry_at`` became ``retry_at``."""
+    kind = model._meta.model_name
+    if retry_at is None:
+        notify_final(kind)
+    elif isinstance(retry_at, datetime) and retry_at <= timezone.now():
+        notify_due(kind)
 
 
 class QueueStatus(models.TextChoices):

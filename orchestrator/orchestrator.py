@@ -1,10 +1,17 @@
-"""The orchestrator: one long-running process that spawns actors for due work (DESIGN.md §3).
+"""The orchestrator: one long-running process that starts actors for due work (DESIGN.md §3).
 
-Built like huey's consumer: ``initialize()`` validates configuration and installs signal handlers,
-``tick()`` only schedules (reap finished actors, count due work, spawn actors up to each kind's
-concurrency and never more than the due work), ``shutdown()`` stops the actors. Signal handlers
-only set flags: SIGINT drains (actors finish their current record), SIGTERM stops, and a second
-SIGINT stops too. Idle, it sleeps between ticks and costs no CPU.
+Built like huey's consumer: ``initialize()`` validates configuration, starts listening for
+wake-ups and installs signal handlers, ``tick()`` only schedules (reap finished actors, count due
+work, start actors up to each kind's concurrency and never more than the due work, pass a ping on
+to idle actors when there is work for them), ``shutdown()`` stops the actors. Signal handlers only
+set flags (and cut the wait short): SIGINT drains (actors finish their current record), SIGTERM
+stops, and a second SIGINT stops too.
+
+Actors are forked from this process, warm (orchestrator/forking.py). Between ticks it waits in
+``select()`` for whatever comes first: a wake-up (new due work, a crawl or snapshot ending:
+orchestrator/wakeups.py), an actor exiting (its sentinel), a signal, the next ``retry_at`` of an
+active record (a backoff ending, a lease running out), or at the latest ORCHESTRATOR_TICK
+seconds, the safety net. Idle, it costs no CPU but that safety net's tick.
 """
 
 from __future__ import annotations
@@ -13,27 +20,31 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
+from multiprocessing.process import BaseProcess
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
+from django.db.models import Min
+from django.utils import timezone
 
 from orchestrator.diskguard import disk_usage
+from orchestrator.forking import start_actor
+from orchestrator.wakeups import DUE, Listener, Wake, ping
 from orchestrator.work import WorkType, work_types
 
 logger = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10
-QUICK_TICK_SECONDS = 0.2
+EXIT_GRACE_SECONDS = 1.0  # an actor whose sentinel closed has that long to be reapable
+MIN_PAUSE_SECONDS = 0.01  # the shortest wait for a retry_at about to come (clock granularity)
 
 
 class Orchestrator:
-    """Spawn and watch actor subprocesses until stopped, idle (``exit_on_idle``) or ``until()``."""
+    """Start and watch actor processes until stopped, idle (``exit_on_idle``) or ``until()``."""
 
     def __init__(
         self,
@@ -46,10 +57,12 @@ class Orchestrator:
         self.until = until
         self.on_tick = on_tick
         self.kinds: dict[str, WorkType] = work_types()
-        self.actors: dict[str, list[subprocess.Popen]] = {name: [] for name in self.kinds}
+        self.actors: dict[str, list[BaseProcess]] = {name: [] for name in self.kinds}
         self.draining = False
         self.stopping = False
-        self._wakeup = threading.Event()  # set by signal handlers to cut a pause short
+        self.listener: Listener | None = None
+        self.last_wake: Wake | None = None  # what ended the last wait between ticks
+        self.next_retry_at: datetime | None = None  # the soonest retry_at ahead (last tick)
         self.spawned = 0
         self.crashed = 0
         self.disk_held = False
@@ -58,13 +71,18 @@ class Orchestrator:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def initialize(self) -> None:
-        """Check the configuration, create the log folder and install signal handlers.
+        """Check the configuration, create the log folder, listen for wake-ups and install
+        signal handlers.
 
         Raises ImproperlyConfigured when DATA_DIR cannot be written.
         """
         settings.LOGS_DIR.mkdir(parents=True, exist_ok=True)
         if not os.access(settings.DATA_DIR, os.W_OK):
             raise ImproperlyConfigured(f"DATA_DIR {settings.DATA_DIR} is not writable")
+        try:
+            self.listener = Listener("all")
+        except OSError as error:
+            raise ImproperlyConfigured(f"cannot listen for wake-ups: {error}") from None
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
         limits = ", ".join(f"{name} {kind.concurrency}" for name, kind in self.kinds.items())
@@ -74,36 +92,60 @@ class Orchestrator:
         if self.draining:
             self.stopping = True
         self.draining = True
-        self._wakeup.set()
+        self._interrupt()
 
     def _on_terminate(self, signum, frame) -> None:
         self.stopping = True
-        self._wakeup.set()
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        if self.listener is not None:
+            self.listener.interrupt()
 
     def run(self) -> None:
         """Tick until asked to stop, or until idle / ``until()`` when so configured."""
         self.initialize()
         try:
             while not (self.draining or self.stopping):
-                spawned = self.tick()
+                self.tick()
                 if self.on_tick:
                     self.on_tick(self)
                 if self._finished():
                     break
-                # Right after spawning, look again soon: the new actors create more work.
-                pause = QUICK_TICK_SECONDS if spawned else settings.ORCHESTRATOR_TICK
-                self._wakeup.wait(min(pause, settings.ORCHESTRATOR_TICK))
+                self.wait()
         finally:
             self.shutdown()
 
+    def wait(self) -> Wake:
+        """Wait until something may need a tick (see the module's docstring); return it."""
+        running = {process.sentinel: process for process in self.running()}
+        self.last_wake = self.listener.wait(self.pause(), also=list(running))
+        for sentinel in self.last_wake.ready:
+            # Its sentinel closes as it exits, a moment before it can be reaped.
+            running[sentinel].join(timeout=EXIT_GRACE_SECONDS)
+        logger.debug("woken by %s", self.last_wake.describe())
+        return self.last_wake
+
+    def pause(self, now: datetime | None = None) -> float:
+        """Seconds until the next tick at the latest: to the soonest ``retry_at`` ahead seen by
+        the last tick, never more than ORCHESTRATOR_TICK (the safety net)."""
+        pause = settings.ORCHESTRATOR_TICK
+        if self.next_retry_at is not None:
+            ahead = (self.next_retry_at - (now or timezone.now())).total_seconds()
+            pause = min(pause, max(ahead, MIN_PAUSE_SECONDS))
+        return pause
+
     def tick(self) -> int:
-        """Reap finished actors, then spawn actors for due work; return how many were spawned."""
+        """Reap finished actors, then start actors for due work and ping the idle ones; return
+        how many were started."""
         self.reap()
         self.watch_disk()
+        now = timezone.now()
         try:
             due = {
-                name: kind.model.objects.claimable().count() for name, kind in self.kinds.items()
+                name: kind.model.objects.claimable(now).count() for name, kind in self.kinds.items()
             }
+            self.next_retry_at = self._soonest_retry_at(now)
         except DatabaseError:
             logger.exception("could not count due work; trying again next tick")
             close_old_connections()
@@ -111,10 +153,24 @@ class Orchestrator:
         spawned = 0
         for name, kind in self.kinds.items():
             wanted = min(kind.concurrency, due[name]) - len(self.actors[name])
+            if due[name] and wanted <= 0:
+                # Actors of this kind are running; the idle ones among them claim it at once.
+                ping(DUE, name, orchestrators=False)
             for _ in range(max(wanted, 0)):
                 self.spawn(name)
                 spawned += 1
         return spawned
+
+    def _soonest_retry_at(self, now: datetime) -> datetime | None:
+        """The soonest ``retry_at`` after ``now`` of a runnable record of any kind: when a
+        backoff ends or a lease runs out (a killed actor's record is then recovered)."""
+        times = [
+            kind.model.objects.runnable()
+            .filter(retry_at__gt=now)
+            .aggregate(soonest=Min("retry_at"))["soonest"]
+            for kind in self.kinds.values()
+        ]
+        return min((t for t in times if t is not None), default=None)
 
     def shutdown(self) -> None:
         """Ask the actors to drain (or stop), wait for them, and kill what is left."""
@@ -127,27 +183,27 @@ class Orchestrator:
             STOP_GRACE_SECONDS if self.stopping else settings.EXTRACTOR_TIMEOUT + STOP_GRACE_SECONDS
         )
         for process in running:
-            try:
-                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
+            process.join(timeout=max(deadline - time.monotonic(), 0.1))
+            if process.exitcode is None:
                 _send(process, signal.SIGKILL)
-                process.wait()
+                process.join()
         self.reap()
         close_old_connections()
+        if self.listener is not None:
+            self.listener.close()
         logger.info(
             "orchestrator stopped; %d actors spawned, %d crashed", self.spawned, self.crashed
         )
 
     # --- actors -----------------------------------------------------------------------------------
 
-    def spawn(self, name: str) -> subprocess.Popen:
-        """Start one ``manage.py actor <name>`` subprocess; its stderr goes to logs/actors.log."""
-        cmd = [sys.executable, str(settings.BASE_DIR / "manage.py"), "actor", name]
-        with open(settings.LOGS_DIR / "actors.log", "ab") as log:
-            process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    def spawn(self, name: str) -> BaseProcess:
+        """Fork one actor of kind ``name`` (orchestrator/forking.py); it logs to
+        logs/actors.log."""
+        process = start_actor(name)
         self.actors[name].append(process)
         self.spawned += 1
-        logger.debug("spawned %s actor pid %d", name, process.pid)
+        logger.debug("forked %s actor pid %d", name, process.pid)
         return process
 
     def reap(self) -> None:
@@ -155,12 +211,14 @@ class Orchestrator:
         for name, processes in self.actors.items():
             alive = []
             for process in processes:
-                code = process.poll()
+                code = process.exitcode
                 if code is None:
                     alive.append(process)
-                elif code != 0 and not self._asked_to_stop(code):
-                    self.crashed += 1
-                    logger.warning("%s actor pid %d exited with %d", name, process.pid, code)
+                else:
+                    if code != 0 and not self._asked_to_stop(code):
+                        self.crashed += 1
+                        logger.warning("%s actor pid %d exited with %d", name, process.pid, code)
+                    process.close()  # its sentinel's file descriptor
             self.actors[name] = alive
 
     def _asked_to_stop(self, code: int) -> bool:
@@ -180,7 +238,7 @@ class Orchestrator:
             log("%s", usage.describe())
             self.disk_held = usage.held
 
-    def running(self) -> list[subprocess.Popen]:
+    def running(self) -> list[BaseProcess]:
         """Return every actor process still running."""
         return [process for processes in self.actors.values() for process in processes]
 
@@ -196,6 +254,7 @@ class Orchestrator:
         return any(kind.model.objects.runnable().exists() for kind in self.kinds.values())
 
 
-def _send(process: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        process.send_signal(sig)
+def _send(process: BaseProcess, sig: int) -> None:
+    if process.exitcode is None:  # not reaped yet: the pid is still this process's
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, sig)

@@ -7,6 +7,7 @@ import logging
 from django.db import transaction
 
 from orchestrator.models import QueueState
+from orchestrator.wakeups import notify_due
 
 logger = logging.getLogger(__name__)
 
@@ -30,5 +31,6 @@ def queue_release() -> QueueState:
         state = QueueState.objects.select_for_update().get(pk=QueueState.current().pk)
         state.release()
         state.save()
+        notify_due("queue")  # orchestrators count every kind again at once
     logger.info("queue released")
     return state

@@ -15,6 +15,7 @@ from core.models.hosts import Host
 from core.models.snapshots import Snapshot
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.models import WorkItem, WorkQuerySet
+from orchestrator.wakeups import notify_due
 
 STOPPED_PREFIX = "stopped: "  # the reason of a result skipped because a blocking step failed
 
@@ -167,6 +168,23 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
             depends_on=f",{','.join(step.depends_on)}," if step.depends_on else "",
             priority=snapshot.priority,
             retry_at=timezone.now(),
+        )
+
+    def announce(self) -> None:
+        """A result's end wakes only the results that wait for it (``depends_on``): its
+        snapshot is woken by the last of its results (core/services/results.py), and waking
+        the orchestrator for every result would cost more than it gives."""
+        if self.retry_at is not None:
+            super().announce()
+        elif self.unblocks_others():
+            notify_due(self._meta.model_name)
+
+    def unblocks_others(self) -> bool:
+        """True when a result of the same snapshot that is not final waits for this one."""
+        return (
+            ArchiveResult.objects.active()
+            .filter(snapshot_id=self.snapshot_id, depends_on__contains=f",{self.extractor},")
+            .exists()
         )
 
     @property

@@ -219,8 +219,10 @@ class Proc:
 
     @property
     def actor_kind(self) -> str | None:
-        """``archiveresult`` for ``manage.py actor archiveresult``; None for anything else."""
-        cmd = self.cmdline
+        """``archiveresult`` for ``manage.py actor archiveresult``; None for anything else.
+
+        A forked actor's title (orchestrator/forking.py) is that command line in one string."""
+        cmd = " ".join(self.cmdline).split()
         if len(cmd) >= 3 and cmd[-3].endswith("manage.py") and cmd[-2] == "actor":
             return cmd[-1]
         return None

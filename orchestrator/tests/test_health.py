@@ -7,18 +7,21 @@ import signal
 import subprocess
 import sys
 import time
+from multiprocessing.process import BaseProcess
 
 import pytest
 from django.conf import settings
 
+from orchestrator.forking import fork_process
 from orchestrator.orchestrator import Orchestrator
 
 
-def exited_actor(sig: int) -> subprocess.Popen:
-    """A stand-in actor process, killed by ``sig`` and waited for."""
-    process = subprocess.Popen(["sleep", "30"])
-    process.send_signal(sig)
-    process.wait(timeout=10)
+def exited_actor(sig: int) -> BaseProcess:
+    """A stand-in actor process, forked as the orchestrator forks actors, killed by ``sig``
+    and waited for."""
+    process = fork_process(time.sleep, 30)
+    os.kill(process.pid, sig)
+    process.join(timeout=10)
     return process
 
 

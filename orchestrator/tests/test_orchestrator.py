@@ -170,7 +170,7 @@ def assert_folder_is_complete(row: dict) -> dict:
 def busy_result_actor(orchestrator_pid: int) -> tuple[int, int] | None:
     """The (actor pid, wget pid) of an archiveresult actor of ours that is running wget."""
     for pid in child_pids(orchestrator_pid):
-        cmd = process_cmdline(pid)
+        cmd = " ".join(process_cmdline(pid)).split()  # a forked actor's title is one string
         if "manage.py" not in " ".join(cmd) or cmd[-2:] != ["actor", "archiveresult"]:
             continue
         for child in child_pids(pid):

@@ -1,0 +1,329 @@
+"""Wake-ups (orchestrator/wakeups.py): who is pinged, by what, and that a ping ends a wait.
+
+No test measures time: each one waits with a long timeout (far longer than a ping takes) and
+asserts on what ended the wait. A ping that never came shows as a wait that timed out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+from model_bakery import baker
+
+from core.choices import ResultStatus, SnapshotStatus
+from core.models import ArchiveResult, Snapshot
+from crawls.choices import CrawlStatus
+from crawls.models import Crawl
+from orchestrator.actor import Actor
+from orchestrator.claims import claim_next, hand_back
+from orchestrator.forking import fork_process
+from orchestrator.orchestrator import Orchestrator
+from orchestrator.wakeups import DUE, FINAL, Listener, ping, wake_dir
+from orchestrator.work import work_types
+
+LONG = 60  # seconds a wait may last: only a missing wake-up ever reaches it
+
+
+@pytest.fixture
+def wake_folder(settings, tmp_path: Path) -> Path:
+    """A DATA_DIR of this test's own, so that no other listener hears its pings."""
+    settings.DATA_DIR = tmp_path
+    return wake_dir()
+
+
+def ping_soon(event: str, kind: str, **options) -> threading.Thread:
+    """Ping from another thread a moment after the caller starts waiting."""
+
+    def later() -> None:
+        time.sleep(0.2)
+        ping(event, kind, **options)
+
+    thread = threading.Thread(target=later)
+    thread.start()
+    return thread
+
+
+# --- the FIFOs ---------------------------------------------------------------------------------
+
+
+def test_a_ping_reaches_the_orchestrator_and_the_actors_of_its_kind_only(wake_folder) -> None:
+    with Listener("all") as everything, Listener("crawl") as crawls, Listener("snapshot") as other:
+        sent = ping(DUE, "crawl")
+
+        assert sent == 2
+        assert everything.drain().pings == {(DUE, "crawl")}
+        assert crawls.drain().pings == {(DUE, "crawl")}
+        assert other.drain().timed_out
+
+
+def test_a_final_ping_wakes_orchestrators_not_actors(wake_folder) -> None:
+    with Listener("all") as everything, Listener("crawl") as crawls:
+        ping(FINAL, "crawl")
+
+        assert everything.drain().pings == {(FINAL, "crawl")}
+        assert crawls.drain().timed_out
+
+
+def test_an_orchestrator_passing_a_ping_on_does_not_wake_itself(wake_folder) -> None:
+    with Listener("all") as everything, Listener("snapshot") as snapshots:
+        ping(DUE, "snapshot", orchestrators=False)
+
+        assert everything.drain().timed_out
+        assert snapshots.drain().pings == {(DUE, "snapshot")}
+
+
+def test_a_ping_ends_a_wait_before_its_timeout(wake_folder) -> None:
+    with Listener("archiveresult") as listener:
+        pinger = ping_soon(DUE, "archiveresult")
+
+        wake = listener.wait(LONG)
+
+        pinger.join()
+        assert wake.pings == {(DUE, "archiveresult")}
+        assert not wake.interrupted
+
+
+def test_pings_sent_before_the_wait_are_not_lost(wake_folder) -> None:
+    with Listener("all") as listener:
+        ping(DUE, "crawl")
+        ping(DUE, "crawl")
+        ping(FINAL, "snapshot")
+
+        wake = listener.wait(LONG)
+
+        assert wake.pings == {(DUE, "crawl"), (FINAL, "snapshot")}
+        assert listener.drain().timed_out  # all read at once
+
+
+def test_interrupt_ends_a_wait(wake_folder) -> None:
+    with Listener("all") as listener:
+        listener.interrupt()
+
+        wake = listener.wait(LONG)
+
+        assert wake.interrupted
+        assert not wake.pings
+
+
+def test_a_wait_times_out_without_a_ping(wake_folder) -> None:
+    with Listener("all") as listener:
+        assert listener.wait(0.05).timed_out
+
+
+def test_nobody_listening_is_no_error(wake_folder) -> None:
+    assert not wake_folder.exists()
+
+    assert ping(DUE, "crawl") == 0
+
+
+def test_a_closed_listener_removes_its_fifo(wake_folder) -> None:
+    listener = Listener("crawl")
+    assert [p.name for p in wake_folder.iterdir()] == [listener.path.name]
+
+    listener.close()
+
+    assert list(wake_folder.iterdir()) == []
+
+
+def test_the_fifo_of_a_killed_listener_is_removed_by_the_next_ping(wake_folder) -> None:
+    def listen_forever() -> None:
+        Listener("crawl")
+        time.sleep(LONG)
+
+    child = fork_process(listen_forever)
+    deadline = time.monotonic() + LONG
+    while not (wake_folder.is_dir() and any(wake_folder.glob("crawl.*"))):
+        assert time.monotonic() < deadline, "the child never listened"
+        time.sleep(0.01)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    (left,) = wake_folder.glob("crawl.*")
+
+    assert ping(DUE, "crawl") == 0
+
+    assert not left.exists()
+
+
+def test_a_forked_child_closes_the_listeners_it_inherits_and_leaves_their_fifos(
+    wake_folder,
+) -> None:
+    def child_closes(listener: Listener) -> None:
+        os._exit(0 if listener.fd == -1 else 1)
+
+    with Listener("all") as listener:
+        child = fork_process(child_closes, listener)
+        child.join()
+
+        assert child.exitcode == 0
+        assert listener.path.exists()
+        ping(DUE, "crawl")
+        assert listener.drain().pings == {(DUE, "crawl")}  # still the parent's, still open
+
+
+# --- what pings: saves, updates and bulk creates of work items, on commit ----------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queuing_a_crawl_pings_once_it_commits(wake_folder) -> None:
+    with Listener("crawl") as listener:
+        with transaction.atomic():
+            baker.make(Crawl, retry_at=timezone.now())
+            assert listener.drain().timed_out  # not before the row can be seen
+
+        assert listener.drain().pings == {(DUE, "crawl")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_results_created_by_a_snapshot_ping_the_result_actors(wake_folder) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, retry_at=None)
+    snapshot = baker.make(Snapshot, crawl=crawl, status=SnapshotStatus.STARTED, retry_at=None)
+    with Listener("archiveresult") as listener:
+        ArchiveResult.objects.bulk_create(
+            [ArchiveResult(snapshot=snapshot, extractor="title", retry_at=timezone.now())]
+        )
+
+        assert listener.drain().pings == {(DUE, "archiveresult")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_pings_nobody_and_handing_it_back_pings(wake_folder) -> None:
+    baker.make(Crawl, retry_at=timezone.now() - timedelta(seconds=1))
+    with Listener("all") as listener:
+        claimed = claim_next(Crawl, lease_seconds=lambda _crawl: 60)
+
+        assert claimed is not None
+        assert listener.drain().timed_out  # a lease lies ahead: nothing became due
+        hand_back(claimed, lease_end=claimed.retry_at)
+        assert listener.drain().pings == {(DUE, "crawl")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backoff_pings_nobody(wake_folder) -> None:
+    crawl = baker.make(Crawl, retry_at=None)
+    with Listener("all") as listener:
+        Crawl.objects.filter(pk=crawl.pk).update(retry_at=timezone.now() + timedelta(minutes=1))
+
+        assert listener.drain().timed_out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sealed_crawl_pings_the_orchestrator(wake_folder) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, retry_at=timezone.now())
+    with Listener("all") as listener, Listener("crawl") as actors:
+        crawl.seal(report={})
+        crawl.save()
+
+        assert listener.drain().pings == {(FINAL, "crawl")}
+        assert actors.drain().timed_out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_result_that_ends_pings_only_when_another_waits_for_it(wake_folder) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, retry_at=None)
+    snapshot = baker.make(Snapshot, crawl=crawl, status=SnapshotStatus.STARTED, retry_at=None)
+    dom, title = (
+        baker.make(
+            ArchiveResult, snapshot=snapshot, extractor=name, status=ResultStatus.STARTED,
+            retry_at=timezone.now() + timedelta(minutes=1),
+        )
+        for name in ("dom", "title")
+    )  # fmt: skip
+    baker.make(
+        ArchiveResult, snapshot=snapshot, extractor="readability", depends_on=",dom,",
+        retry_at=timezone.now(),
+    )  # fmt: skip
+    with Listener("all") as listener:
+        title.skip(reason="no title")
+        title.save()
+        nothing_waits = listener.drain()
+        dom.skip(reason="no page")
+        dom.save()
+        readability_waits = listener.drain()
+
+    assert nothing_waits.timed_out  # its snapshot is woken by its last result instead
+    assert readability_waits.pings == {(DUE, "archiveresult")}
+
+
+# --- what wakes the orchestrator and an idle actor ---------------------------------------------
+
+
+def test_a_ping_wakes_a_waiting_orchestrator_before_its_safety_net(wake_folder, settings) -> None:
+    settings.ORCHESTRATOR_TICK = LONG
+    orchestrator = Orchestrator()
+    orchestrator.listener = Listener("all")
+    try:
+        pinger = ping_soon(DUE, "snapshot")
+
+        wake = orchestrator.wait()
+
+        pinger.join()
+    finally:
+        orchestrator.listener.close()
+    assert wake.pings == {(DUE, "snapshot")}
+
+
+def test_an_exiting_actor_wakes_the_orchestrator(wake_folder, settings) -> None:
+    settings.ORCHESTRATOR_TICK = LONG
+    orchestrator = Orchestrator()
+    orchestrator.listener = Listener("all")
+    actor = fork_process(time.sleep, 0.2)
+    orchestrator.actors["crawl"].append(actor)
+    try:
+        wake = orchestrator.wait()
+    finally:
+        orchestrator.listener.close()
+    assert wake.ready == (actor.sentinel,)
+    orchestrator.reap()
+    assert orchestrator.actors["crawl"] == []
+
+
+def test_the_orchestrator_waits_no_longer_than_the_next_retry_at(settings) -> None:
+    settings.ORCHESTRATOR_TICK = LONG
+    orchestrator = Orchestrator()
+    now = timezone.now()
+    orchestrator.next_retry_at = now + timedelta(seconds=3)
+
+    assert orchestrator.pause(now) == 3
+    orchestrator.next_retry_at = None
+    assert orchestrator.pause(now) == LONG
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_orchestrator_passes_due_work_on_to_its_running_actors(wake_folder) -> None:
+    """Actors of the kind run already (as many as the work): their listeners are pinged."""
+    baker.make(Crawl, retry_at=timezone.now() - timedelta(seconds=1))
+    orchestrator = Orchestrator()
+    busy = fork_process(time.sleep, LONG)
+    orchestrator.actors["crawl"].append(busy)
+    try:
+        with Listener("crawl") as idle_actor, Listener("all") as itself:
+            spawned = orchestrator.tick()
+
+            assert spawned == 0
+            assert idle_actor.drain().pings == {(DUE, "crawl")}
+            assert itself.drain().timed_out  # no ping to itself: it would wake for ever
+    finally:
+        os.kill(busy.pid, signal.SIGKILL)
+        busy.join()
+
+
+def test_a_ping_of_its_kind_wakes_an_idle_actor(wake_folder) -> None:
+    actor = Actor(work_types()["snapshot"], idle_exit=LONG)
+    actor.listener = Listener("snapshot")
+    try:
+        pinger = ping_soon(DUE, "snapshot")
+
+        wake = actor.wait(LONG)
+
+        pinger.join()
+    finally:
+        actor.listener.close()
+    assert wake.pings == {(DUE, "snapshot")}

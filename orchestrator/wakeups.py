@@ -1,0 +1,232 @@
+"""Wake-ups: tell the orchestrator and idle actors at once that work became due (DESIGN.md §3).
+
+Whoever makes a work item due (a crawl queued by ``add``, the snapshots a crawl's tick creates,
+the results a snapshot's tick creates, a result whose end unblocks its snapshot, a lease handed
+back) or final calls ``notify_due(kind)`` or ``notify_final(kind)``; WorkItem and WorkQuerySet
+(orchestrator/models.py) do it for every save, update and bulk_create that does so. The ping
+goes out when the transaction commits (``transaction.on_commit``): a listener woken earlier could
+not yet see the row.
+
+The embedded default needs no server: each listener (the orchestrator; an actor while it waits
+for work) owns a FIFO in ``DATA_DIR/run/<host>/wake/`` named ``<topic>.<pid>.<token>``, where the
+topic is ``all`` for an orchestrator and the kind (``archiveresult``) for an actor. A ping writes
+one line (``due crawl``) to every FIFO whose topic takes it, without blocking: a full FIFO already
+holds a wake-up. A FIFO nobody reads any more (its process was killed) refuses the write
+(ENXIO), and the writer removes it. The folder is per host because a FIFO carries data only
+between processes of one kernel, and DATA_DIR may be shared between machines (DESIGN.md §6);
+those wake up through their own polls, which stay as the safety net.
+
+Listeners wait in ``select()`` on their FIFO (and on whatever else they watch: the orchestrator
+its actors' sentinels), so that, idle, they use no CPU at all; ``interrupt()`` is for signal
+handlers. A forked child closes the listeners it inherited (``os.register_at_fork``) and leaves
+their FIFOs to the parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import select
+import socket
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+ALL = "all"  # the orchestrator's topic: every ping
+DUE = "due"
+FINAL = "final"
+SIGNAL = "signal"
+MESSAGE_BYTES = 64  # one ping line; far below PIPE_BUF, so a write is never interleaved
+READ_BYTES = 65536
+
+_open: set[Listener] = set()
+
+
+def wake_dir() -> Path:
+    """Return ``DATA_DIR/run/<host>/wake``, the folder of this machine's listeners' FIFOs."""
+    return Path(settings.DATA_DIR) / "run" / socket.gethostname() / "wake"
+
+
+def notify_due(*kinds: str) -> None:
+    """Tell orchestrators and idle actors of each of ``kinds`` (``crawl``, ``snapshot``,
+    ``archiveresult``, ``storagecopy``) that records of it are due now; sent on commit."""
+    for kind in kinds:
+        transaction.on_commit(lambda kind=kind: ping(DUE, kind), robust=True)
+
+
+def notify_final(kind: str) -> None:
+    """Tell orchestrators that a record of ``kind`` reached a final state (a crawl that
+    ``add --wait`` waits for, a snapshot a held-back one waits for); sent on commit."""
+    transaction.on_commit(lambda: ping(FINAL, kind), robust=True)
+
+
+def ping(event: str, kind: str, *, orchestrators: bool = True) -> int:
+    """Write ``"<event> <kind>"`` to every listener on this machine that takes it: orchestrators
+    (unless ``orchestrators`` is false: an orchestrator passing a ping on to its actors),
+    and actors of ``kind`` for ``due``. Return how many were written to.
+
+    Never blocks and never raises: a folder that does not exist means nobody listens. A FIFO
+    whose reader is gone is removed.
+    """
+    folder = wake_dir()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    message = f"{event} {kind}\n".encode()
+    sent = 0
+    for name in names:
+        topic = name.split(".", 1)[0]
+        if (topic == ALL and orchestrators) or (event == DUE and topic == kind):
+            sent += _write(folder / name, message)
+    return sent
+
+
+def _write(path: Path, message: bytes) -> int:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # nobody has it open for reading: a dead listener's
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return 0
+    try:
+        os.write(fd, message)
+    except BlockingIOError:
+        pass  # full of wake-ups not yet read: one more adds nothing
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+    return 1
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Why ``Listener.wait`` returned: ``pings`` read (``{("due", "crawl"), ...}``), a signal
+    handler's ``interrupt()``, other file descriptors that became ready (``ready``), or none of
+    these when the timeout passed (``timed_out``)."""
+
+    pings: frozenset[tuple[str, str]] = frozenset()
+    interrupted: bool = False
+    ready: tuple[int, ...] = field(default=())
+
+    @property
+    def timed_out(self) -> bool:
+        return not (self.pings or self.interrupted or self.ready)
+
+    def describe(self) -> str:
+        """``due crawl, final snapshot``, ``a signal``, ``2 file descriptors`` or ``timeout``."""
+        parts = [f"{event} {kind}" for event, kind in sorted(self.pings)]
+        if self.interrupted:
+            parts.append("a signal")
+        if self.ready:
+            parts.append(f"{len(self.ready)} file descriptor(s)")
+        return ", ".join(parts) or "timeout"
+
+    def kinds(self, event: str = DUE) -> set[str]:
+        """The kinds pinged with ``event``."""
+        return {kind for what, kind in self.pings if what == event}
+
+
+class Listener:
+    """One process's FIFO for the pings of ``topic`` (``all``, or a kind); a context manager.
+
+    Raises OSError when the FIFO cannot be created (DATA_DIR not writable).
+    """
+
+    def __init__(self, topic: str):
+        folder = wake_dir()
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = f"{topic}.{os.getpid()}.{secrets.token_hex(4)}"
+        # Made under a name no writer looks at, opened, then renamed: a writer never finds it
+        # without a reader and takes it for a dead listener's.
+        hidden = folder / f".{name}"
+        os.mkfifo(hidden, 0o600)
+        # Read and write: the FIFO never reads as closed (EOF) between two writers, and the
+        # listener can write its own interrupt to it.
+        self.fd = os.open(hidden, os.O_RDWR | os.O_NONBLOCK)
+        os.rename(hidden, folder / name)
+        self.path = folder / name
+        self.topic = topic
+        self._pid = os.getpid()
+        _open.add(self)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def wait(self, timeout: float | None, *, also: list[int] | tuple[int, ...] = ()) -> Wake:
+        """Wait up to ``timeout`` seconds (None: for ever) for a ping, an ``interrupt()`` or one
+        of the file descriptors ``also`` to become readable; return what happened.
+
+        Pings already waiting return at once. Returns early only for these, never for a signal
+        whose handler did not call ``interrupt()``.
+        """
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0)
+        while True:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+            readable, _, _ = select.select([self.fd, *also], [], [], remaining)
+            wake = self._read() if self.fd in readable else Wake()
+            ready = tuple(fd for fd in readable if fd != self.fd)
+            if ready:
+                return Wake(wake.pings, wake.interrupted, ready)
+            if not wake.timed_out or remaining == 0:
+                return wake
+
+    def drain(self) -> Wake:
+        """Read and return the pings waiting, without waiting."""
+        return self._read()
+
+    def _read(self) -> Wake:
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self.fd, READ_BYTES):
+                data += chunk
+        pings, interrupted = set(), False
+        for line in data.decode(errors="replace").splitlines():
+            event, _, kind = line.partition(" ")
+            if event == SIGNAL:
+                interrupted = True
+            elif kind:
+                pings.add((event, kind))
+        return Wake(frozenset(pings), interrupted)
+
+    def interrupt(self) -> None:
+        """Make ``wait`` return at once (from a signal handler: a write, nothing else)."""
+        with contextlib.suppress(OSError):
+            os.write(self.fd, f"{SIGNAL} -\n".encode())
+
+    def close(self) -> None:
+        """Remove the FIFO and close it (in a forked child: close only, the FIFO is the
+        parent's)."""
+        if self.fd < 0:
+            return
+        if os.getpid() == self._pid:
+            with contextlib.suppress(OSError):
+                if stat.S_ISFIFO(self.path.lstat().st_mode):
+                    self.path.unlink()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.fd = -1
+        _open.discard(self)
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close_inherited() -> None:
+    """In a forked child: close the parent's listeners (their FIFOs stay the parent's)."""
+    for listener in list(_open):
+        listener.close()
+
+
+os.register_at_fork(after_in_child=_close_inherited)

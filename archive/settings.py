@@ -356,7 +356,7 @@ MAX_STARTED_SNAPSHOTS = env_int("MAX_STARTED_SNAPSHOTS", 16, minimum=1)
 # Most seconds between two orchestrator ticks: a safety net, since new due work, an actor's exit
 # and the next retry_at each wake it at once (orchestrator/wakeups.py); and an actor's idle
 # seconds before it exits.
-ORCHESTRATOR_TICK = env_number("ORCHESTRATOR_TICK", 5, minimum=0.05)
+ORCHESTRATOR_TICK = env_number("ORCHESTRATOR_TICK", 10, minimum=0.05)
 ACTOR_IDLE_EXIT = env_number("ACTOR_IDLE_EXIT", 5, minimum=0)
 # Seconds between checks of a started crawl or snapshot waiting for its children: a safety net,
 # since the last child to finish wakes its parent.

@@ -22,6 +22,7 @@ Forking a process that talks to a database asks for care, and this module takes 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import signal
 import sys
@@ -54,12 +55,17 @@ def fork_process(target: Callable[..., object], *args, name: str | None = None) 
     """Fork a child that calls ``target(*args)`` and exits (0, 1 on an exception, -N when
     killed by signal N); return its process (``pid``, ``exitcode``, ``sentinel``, ``join()``).
 
-    This process's database connections are closed first (its next query opens a new one).
+    This process's database connections are closed first (its next query opens a new one), and
+    the objects it holds are frozen (``gc.freeze()``: never collected, see the comment).
     SIGINT and SIGTERM are blocked across the fork: the child starts with the default action
     for both, so that one sent while it is still starting up ends it by the signal rather than
     running the parent's handlers in it. Raises OSError when the fork fails.
     """
     connections.close_all()
+    # What the parent holds now is shared with the child page by page until either writes to
+    # it; a collection in the child would write to every object it walks. Frozen objects are
+    # walked by none (the gc module's advice for processes that fork without exec).
+    gc.freeze()
     process = _FORK.Process(target=_child, args=(target, *args), name=name)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:

@@ -17,6 +17,7 @@ seconds, the safety net. Idle, it costs no CPU but that safety net's tick.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -79,6 +80,9 @@ class Orchestrator:
         settings.LOGS_DIR.mkdir(parents=True, exist_ok=True)
         if not os.access(settings.DATA_DIR, os.W_OK):
             raise ImproperlyConfigured(f"DATA_DIR {settings.DATA_DIR} is not writable")
+        # Everything imported so far lives as long as the process: frozen, no collection walks
+        # it again (an idle orchestrator's collections, its exit, its forked actors' pages).
+        gc.freeze()
         try:
             self.listener = Listener("all")
         except OSError as error:

@@ -28,13 +28,13 @@ from multiprocessing.process import BaseProcess
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import Min
 from django.utils import timezone
 
 from orchestrator.diskguard import disk_usage
 from orchestrator.forking import start_actor
-from orchestrator.wakeups import DUE, Listener, Wake, ping
+from orchestrator.wakeups import DUE, DatabaseListener, Listener, Wake, ping
 from orchestrator.work import WorkType, work_types
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class Orchestrator:
         self.draining = False
         self.stopping = False
         self.listener: Listener | None = None
+        self.database_listener: DatabaseListener | None = None  # on PostgreSQL
         self.last_wake: Wake | None = None  # what ended the last wait between ticks
         self.next_retry_at: datetime | None = None  # the soonest retry_at ahead (last tick)
         self.spawned = 0
@@ -87,6 +88,11 @@ class Orchestrator:
             self.listener = Listener("all")
         except OSError as error:
             raise ImproperlyConfigured(f"cannot listen for wake-ups: {error}") from None
+        if connection.vendor == "postgresql":
+            try:
+                self.database_listener = DatabaseListener()
+            except DatabaseError as error:
+                logger.warning("cannot LISTEN for other machines' wake-ups: %s", error)
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
         limits = ", ".join(f"{name} {kind.concurrency}" for name, kind in self.kinds.items())
@@ -123,12 +129,33 @@ class Orchestrator:
     def wait(self) -> Wake:
         """Wait until something may need a tick (see the module's docstring); return it."""
         running = {process.sentinel: process for process in self.running()}
-        self.last_wake = self.listener.wait(self.pause(), also=list(running))
-        for sentinel in self.last_wake.ready:
-            # Its sentinel closes as it exits, a moment before it can be reaped.
-            running[sentinel].join(timeout=EXIT_GRACE_SECONDS)
-        logger.debug("woken by %s", self.last_wake.describe())
-        return self.last_wake
+        database = [self.database_listener.fileno()] if self.database_listener else []
+        wake = self.listener.wait(self.pause(), also=[*running, *database])
+        for fd in wake.ready:
+            if fd in running:
+                # Its sentinel closes as it exits, a moment before it can be reaped.
+                running[fd].join(timeout=EXIT_GRACE_SECONDS)
+        if database and database[0] in wake.ready:
+            wake = Wake(wake.pings | self._from_other_machines(), wake.interrupted, wake.ready)
+        self.last_wake = wake
+        logger.debug("woken by %s", wake.describe())
+        return wake
+
+    def _from_other_machines(self) -> frozenset[tuple[str, str]]:
+        """Read the pings other machines sent through PostgreSQL and pass the ``due`` ones on
+        to this machine's idle actors. A lost connection leaves the safety net's ticks."""
+        try:
+            pings = self.database_listener.drain()
+        except DatabaseError as error:
+            logger.warning("lost the LISTEN connection (%s); polling every %g s", error,
+                           settings.ORCHESTRATOR_TICK)  # fmt: skip
+            self.database_listener.close()
+            self.database_listener = None
+            return frozenset()
+        for event, kind in pings:
+            if event == DUE:
+                ping(DUE, kind, orchestrators=False)
+        return pings
 
     def pause(self, now: datetime | None = None) -> float:
         """Seconds until the next tick at the latest: to the soonest ``retry_at`` ahead seen by
@@ -195,6 +222,8 @@ class Orchestrator:
         close_old_connections()
         if self.listener is not None:
             self.listener.close()
+        if self.database_listener is not None:
+            self.database_listener.close()
         logger.info(
             "orchestrator stopped; %d actors spawned, %d crashed", self.spawned, self.crashed
         )

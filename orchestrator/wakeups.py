@@ -16,10 +16,16 @@ holds a wake-up. A FIFO nobody reads any more (its process was killed) refuses t
 between processes of one kernel, and DATA_DIR may be shared between machines (DESIGN.md §6);
 those wake up through their own polls, which stay as the safety net.
 
+On PostgreSQL every ping is also a ``NOTIFY vellum_wake`` (sent in the writer's transaction,
+delivered when it commits), which each orchestrator LISTENs to on a connection of its own
+(``DatabaseListener``): one on another machine wakes at once too, and passes the ping on to its
+own idle actors.
+
 Listeners wait in ``select()`` on their FIFO (and on whatever else they watch: the orchestrator
-its actors' sentinels), so that, idle, they use no CPU at all; ``interrupt()`` is for signal
-handlers. A forked child closes the listeners it inherited (``os.register_at_fork``) and leaves
-their FIFOs to the parent.
+its actors' sentinels and its LISTEN connection), so that, idle, they use no CPU at all;
+``interrupt()`` is for signal handlers. A forked child closes the FIFO listeners it inherited
+(``os.register_at_fork``) and leaves their FIFOs to the parent; an inherited LISTEN connection it
+sets aside unused and unclosed (closing it would end the parent's session on the server).
 """
 
 from __future__ import annotations
@@ -36,16 +42,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 ALL = "all"  # the orchestrator's topic: every ping
+CHANNEL = "vellum_wake"  # PostgreSQL's LISTEN/NOTIFY channel
 DUE = "due"
 FINAL = "final"
 SIGNAL = "signal"
 MESSAGE_BYTES = 64  # one ping line; far below PIPE_BUF, so a write is never interleaved
 READ_BYTES = 65536
 
-_open: set[Listener] = set()
+_open: set[Listener | DatabaseListener] = set()
+_set_aside: list[object] = []  # LISTEN connections inherited by a forked child, never closed
 
 
 def wake_dir() -> Path:
@@ -57,13 +65,24 @@ def notify_due(*kinds: str) -> None:
     """Tell orchestrators and idle actors of each of ``kinds`` (``crawl``, ``snapshot``,
     ``archiveresult``, ``storagecopy``) that records of it are due now; sent on commit."""
     for kind in kinds:
+        _notify_database(DUE, kind)
         transaction.on_commit(lambda kind=kind: ping(DUE, kind), robust=True)
 
 
 def notify_final(kind: str) -> None:
     """Tell orchestrators that a record of ``kind`` reached a final state (a crawl that
     ``add --wait`` waits for, a snapshot a held-back one waits for); sent on commit."""
+    _notify_database(FINAL, kind)
     transaction.on_commit(lambda: ping(FINAL, kind), robust=True)
+
+
+def _notify_database(event: str, kind: str) -> None:
+    """On PostgreSQL, NOTIFY ``"<event> <kind> <host>"`` in the current transaction (delivered
+    to every LISTENing orchestrator when it commits, never if it rolls back)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            payload = f"{event} {kind} {socket.gethostname()}"
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, payload])
 
 
 def ping(event: str, kind: str, *, orchestrators: bool = True) -> int:
@@ -223,8 +242,60 @@ class Listener:
         self.close()
 
 
+class DatabaseListener:
+    """An orchestrator's LISTEN on PostgreSQL for the pings of other machines (its own come
+    through its FIFO), on a connection of its own; a context manager.
+
+    Raises django.db.DatabaseError when it cannot connect or LISTEN.
+    """
+
+    def __init__(self, *, host: str | None = None):
+        self.host = host or socket.gethostname()  # pings from here are left to the FIFOs
+        with connection.wrap_database_errors:
+            self.connection = connection.get_new_connection(connection.get_connection_params())
+            self.connection.autocommit = True
+            self.connection.execute(f"LISTEN {CHANNEL}")
+        self._pid = os.getpid()
+        _open.add(self)
+
+    def fileno(self) -> int:
+        return self.connection.fileno()
+
+    def drain(self) -> frozenset[tuple[str, str]]:
+        """Read the notifications waiting, without waiting; return the pings of other hosts
+        (``{("due", "crawl"), ...}``). Raises django.db.DatabaseError when the connection is
+        lost."""
+        pings = set()
+        with connection.wrap_database_errors:
+            for notification in self.connection.notifies(timeout=0):
+                event, kind, origin = [*notification.payload.split(" "), "", "", ""][:3]
+                if kind and origin != self.host:
+                    pings.add((event, kind))
+        return frozenset(pings)
+
+    def close(self) -> None:
+        """Close the connection (in a forked child: set it aside, the session is the
+        parent's)."""
+        if self.connection is None:
+            return
+        if os.getpid() == self._pid:
+            with contextlib.suppress(Exception):
+                self.connection.close()
+        else:
+            _set_aside.append(self.connection)
+        self.connection = None
+        _open.discard(self)
+
+    def __enter__(self) -> DatabaseListener:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def _close_inherited() -> None:
-    """In a forked child: close the parent's listeners (their FIFOs stay the parent's)."""
+    """In a forked child: close the parent's listeners (their FIFOs stay the parent's, and
+    its LISTEN connection is set aside, not closed)."""
     for listener in list(_open):
         listener.close()
 

@@ -6,7 +6,9 @@ asserts on what ended the wait. A ping that never came shows as a wait that time
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import signal
 import threading
 import time
@@ -14,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from model_bakery import baker
 
@@ -26,7 +28,7 @@ from orchestrator.actor import Actor
 from orchestrator.claims import claim_next, hand_back
 from orchestrator.forking import fork_process
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.wakeups import DUE, FINAL, Listener, ping, wake_dir
+from orchestrator.wakeups import DUE, FINAL, DatabaseListener, Listener, ping, wake_dir
 from orchestrator.work import work_types
 
 LONG = 60  # seconds a wait may last: only a missing wake-up ever reaches it
@@ -327,3 +329,74 @@ def test_a_ping_of_its_kind_wakes_an_idle_actor(wake_folder) -> None:
     finally:
         actor.listener.close()
     assert wake.pings == {(DUE, "snapshot")}
+
+
+# --- PostgreSQL: LISTEN/NOTIFY between machines ------------------------------------------------
+
+
+def needs_postgresql() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: run with DATABASE_URL=postgres://...")
+
+
+def wait_readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], LONG)[0])
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_another_machines_ping_reaches_the_orchestrator_through_postgresql(wake_folder) -> None:
+    needs_postgresql()
+    with DatabaseListener(host="another machine") as listener:
+        baker.make(Crawl, retry_at=timezone.now())
+
+        assert wait_readable(listener.fileno())
+        assert listener.drain() == {(DUE, "crawl")}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_write_notifies_nobody(wake_folder) -> None:
+    needs_postgresql()
+    with DatabaseListener(host="another machine") as listener:
+        with contextlib.suppress(RuntimeError), transaction.atomic():
+            baker.make(Crawl, retry_at=timezone.now())
+            raise RuntimeError("rolled back")
+        baker.make(Crawl, retry_at=None)  # a final one: something to wait for
+
+        assert wait_readable(listener.fileno())
+        assert listener.drain() == {(FINAL, "crawl")}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_this_machines_own_pings_are_left_to_its_fifos(wake_folder) -> None:
+    needs_postgresql()
+    with DatabaseListener() as listener:
+        baker.make(Crawl, retry_at=timezone.now())
+
+        assert wait_readable(listener.fileno())
+        assert listener.drain() == frozenset()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_orchestrator_passes_another_machines_ping_on_to_its_actors(
+    wake_folder, settings
+) -> None:
+    needs_postgresql()
+    settings.ORCHESTRATOR_TICK = LONG
+    orchestrator = Orchestrator()
+    orchestrator.listener = Listener("all")
+    orchestrator.database_listener = DatabaseListener(host="another machine")
+    try:
+        baker.make(Snapshot, retry_at=timezone.now())  # its FIFO ping reaches no actor yet
+        with Listener("snapshot") as actor:
+            assert wait_readable(orchestrator.database_listener.fileno())
+            wake = orchestrator.wait()
+
+            assert wake.pings == {(DUE, "snapshot"), (DUE, "crawl")}  # the crawl baker made
+            assert actor.drain().pings == {(DUE, "snapshot")}
+    finally:
+        orchestrator.listener.close()
+        orchestrator.database_listener.close()

@@ -15,6 +15,7 @@ from core.extractors.behaviours import BehaviourOptions
 from crawls.choices import CrawlStatus
 from crawls.profiles import PlannedStep, default_steps, plan_steps
 from orchestrator.models import WorkItem, WorkQuerySet
+from orchestrator.wakeups import notify_final
 
 BEHAVIOUR_SECONDS_HELP = (
     "Seconds the rendering extractors may spend on a page before capturing it: scrolling to the "
@@ -172,6 +173,14 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         first = self.seeds.split("\n", 1)[0]
         more = self.seed_list()[1:]
         return f"Crawl {self.pk}: {first}" + (f" (+{len(more)} more)" if more else "")
+
+    def announce(self) -> None:
+        """A held crawl wakes the orchestrator as a final one does: ``add --wait`` stops waiting
+        for it at once (orchestrator/wakeups.py)."""
+        if self.status == CrawlStatus.HELD:
+            notify_final(self._meta.model_name)
+        else:
+            super().announce()
 
     def planned_steps(self) -> list[PlannedStep]:
         """The steps each snapshot of this crawl runs: its profile's, else the built-in default

@@ -7,7 +7,7 @@ import logging
 from django.db import transaction
 
 from orchestrator.models import QueueState
-from orchestrator.wakeups import notify_due
+from orchestrator.wakeups import notify_due, notify_final
 
 logger = logging.getLogger(__name__)
 
@@ -20,6 +20,7 @@ def queue_hold(*, reason: str = "") -> QueueState:
         state = QueueState.objects.select_for_update().get(pk=QueueState.current().pk)
         state.hold(reason=reason)
         state.save()
+        notify_final("queue")  # an add --wait stops waiting at once
     logger.warning("queue held%s", f": {reason}" if reason else "")
     return state
 

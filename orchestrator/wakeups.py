@@ -71,7 +71,8 @@ def notify_due(*kinds: str) -> None:
 
 def notify_final(kind: str) -> None:
     """Tell orchestrators that a record of ``kind`` reached a final state (a crawl that
-    ``add --wait`` waits for, a snapshot a held-back one waits for); sent on commit."""
+    ``add --wait`` waits for, a snapshot a held-back one waits for), or was held; sent on
+    commit."""
     _notify_database(FINAL, kind)
     transaction.on_commit(lambda: ping(FINAL, kind), robust=True)
 

@@ -22,16 +22,19 @@ from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot
+from core.services.crawls import crawl_hold
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.actor import Actor
 from orchestrator.claims import claim_next, hand_back
 from orchestrator.forking import fork_process
 from orchestrator.orchestrator import Orchestrator
+from orchestrator.services import queue_hold
 from orchestrator.wakeups import DUE, FINAL, DatabaseListener, Listener, ping, wake_dir
 from orchestrator.work import work_types
 
 LONG = 60  # seconds a wait may last: only a missing wake-up ever reaches it
+LEASE = timedelta(minutes=5)
 
 
 @pytest.fixture
@@ -400,3 +403,16 @@ def test_the_orchestrator_passes_another_machines_ping_on_to_its_actors(
     finally:
         orchestrator.listener.close()
         orchestrator.database_listener.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_holding_a_crawl_or_the_queue_pings_the_orchestrator(wake_folder) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, retry_at=timezone.now() + LEASE)
+    with Listener("all") as listener:
+        crawl_hold(crawl_id=crawl.pk, reason="paused")
+        crawl_held = listener.drain()
+        queue_hold(reason="paused")
+        queue_held = listener.drain()
+
+    assert crawl_held.pings == {(FINAL, "crawl")}
+    assert queue_held.pings == {(FINAL, "queue")}

@@ -78,6 +78,12 @@ CHROMIUM_FLAGS = (
 )
 # Playwright's own switch for its DevTools connection (it refuses it in ``args``).
 PIPE_FLAG = "--remote-debugging-pipe"
+# Playwright's defaults that Vellum drops: Playwright turns Chromium's popup blocker off for
+# tests that open windows, and a page could then open windows in a loop (a popup storm) faster
+# than they can be closed. With it on, a window opened without a user's gesture never opens
+# (each of Playwright's calls into a page counts as one: what that lets through, _Popups
+# closes).
+DROPPED_DEFAULTS = ("--disable-popup-blocking",)
 # Starts Chromium for Playwright: see its comments. It finds Chromium and its log file in the
 # environment variables below.
 LAUNCHER = Path(__file__).with_name("chromium-launcher")
@@ -196,6 +202,7 @@ class Browser:
                 self.user_data_dir,
                 executable_path=str(LAUNCHER),
                 args=launch_args(),
+                ignore_default_args=list(DROPPED_DEFAULTS),
                 headless=True,
                 chromium_sandbox=sandboxed(),
                 env=env,
@@ -247,13 +254,14 @@ class Browser:
         ``load`` depends on: the crawl's behaviour options) within VISIT_REUSE_SECONDS of the
         last capture captures the page already loaded instead of loading it again (a
         snapshot's browser outputs, which one actor claims together and runs one after the
-        other, then come from one visit). Every
-        ``alert``, ``confirm``, ``prompt`` or ``beforeunload`` dialog a page of the context
-        opens is dismissed at once, so that no page can block its capture. ``timeout``
-        (seconds) is the deadline for all of it: Playwright's own timeouts are set to it, and
-        when it passes anyway (a call without a timeout of its own, such as ``page.pdf``, on a
-        hung renderer) the browser is killed and DeadlineMissed raised. Whatever ``load`` or
-        ``capture`` raise (Playwright's errors included) is raised here.
+        other, then come from one visit). Every ``alert``, ``confirm``, ``prompt`` or
+        ``beforeunload`` dialog a page of the context opens is dismissed at once, so that no
+        page can block its capture, and every other page it opens (``window.open``, a link to
+        ``_blank``) is closed as soon as it opens (how many were is logged when the visit
+        ends). ``timeout`` (seconds) is the deadline for all of it: Playwright's own timeouts
+        are set to it, and when it passes anyway (a call without a timeout of its own, such
+        as ``page.pdf``, on a hung renderer) the browser is killed and DeadlineMissed raised.
+        Whatever ``load`` or ``capture`` raise (Playwright's errors included) is raised here.
         """
         job = self._thread.submit(
             self._visit, (url, user_agent, load_key), load, capture, user_agent, timeout
@@ -283,6 +291,9 @@ class Browser:
             context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
             context.on("dialog", _dismiss_dialog)
             page = context.new_page()
+            popups = _Popups(key[0], page)
+            context.on("page", popups.close)
+            context.on("close", popups.report)
         try:
             page.set_default_timeout(timeout * 1000)
             if not reused:
@@ -370,6 +381,28 @@ def _dismiss_dialog(dialog) -> None:
     page waiting on one renders nothing more, and nobody is there to answer it."""
     with contextlib.suppress(Exception):  # the page closed meanwhile: nothing left to answer
         dialog.dismiss()
+
+
+class _Popups:
+    """Close every page a visit's browser context opens besides ``page``, the one it loaded
+    and captures: a page that opens windows in a loop or on a timer would otherwise fill the
+    browser with pages, each fetching and running scripts, until the deadline."""
+
+    def __init__(self, url: str, page: Page) -> None:
+        self.url = url
+        self.page = page
+        self.closed = 0
+
+    def close(self, popup: Page) -> None:
+        if popup is self.page:
+            return
+        self.closed += 1
+        with contextlib.suppress(Exception):  # it closed itself, or the context is closing
+            popup.close()
+
+    def report(self, _context) -> None:
+        if self.closed:
+            logger.info("closed %d pages opened by %s", self.closed, self.url)
 
 
 def _running(pid: int) -> bool:

@@ -80,6 +80,11 @@ TEMPORARY_NET_ERRORS = frozenset(
 # archive, JSON) Chromium shows in a viewer or downloads; wget keeps it as it was served.
 RENDERED_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "image/")
 
+# The schemes a page may be loaded from: a redirect elsewhere (file:, data:, javascript:...)
+# is refused by Chromium, and reported as such.
+WEB_SCHEMES = ("http", "https")
+READY_STATE_SCRIPT = "() => document.readyState"
+
 # Errors that mean "the browser went away" rather than "the page failed".
 CRASH_MESSAGES = ("Target crashed", "has been closed", "Browser closed", "Connection closed")
 
@@ -112,7 +117,8 @@ class ChromiumExtractor(Extractor):
 
         Outcomes: SUCCEEDED with ``capture``'s file; an HTTP error status classified as for
         curl (RFC 9110: 404 FATAL, 429/5xx TEMPORARY with Retry-After); a download (a URL that
-        Chromium does not render, such as a PDF) SKIPPED; a network error by Chromium's name
+        Chromium does not render, such as a PDF) SKIPPED; a redirect to a URL that is not
+        http(s), or an empty answer, FATAL (``_no_page``); a network error by Chromium's name
         for it; missing the deadline TEMPORARY; a file over MAX_DOWNLOAD_BYTES FATAL.
         """
         try:
@@ -192,17 +198,29 @@ class ChromiumExtractor(Extractor):
         (``behaviour``: the snapshot's crawl's options); return None, or (outcome, error,
         retry_after) when the response cannot be captured. ``record`` notes that the page was
         loaded, and each URL the main frame requested on the way."""
+        # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
+        from playwright.sync_api import Error as PlaywrightError
+
         record.loaded = True
         deadline = time.monotonic() + self.timeout
         failures: list[str] = []
+        downloads: list[str] = []  # refused: the context does not accept downloads
         page.on("requestfailed", partial(_note_document_failure, failures))
         page.on("request", partial(_note_navigation, record.navigations))
-        response = page.goto(url, wait_until="commit")
+        page.on("download", partial(_note_download, downloads))
+        try:
+            response = page.goto(url, wait_until="commit")
+        except PlaywrightError as error:
+            if refused := _no_page(error.message, record.navigations):
+                return refused
+            raise
         if refused := self._refused(response, url):
             return refused
-        _wait_for_load(page, failures, deadline)
+        _wait_for_load(page, failures, deadline, downloads)
         _settle(page)
         record.behaviours = page_behave(page, deadline=deadline, options=behaviour)
+        if downloads:
+            logger.info("%s: refused %d downloads started by %s", self.name, len(downloads), url)
         return None
 
     def capture(self, page, out_dir: Path) -> str:
@@ -244,6 +262,10 @@ def _note_navigation(navigations: list[str], request) -> None:
         navigations.append(request.url)
 
 
+def _note_download(downloads: list, download) -> None:
+    downloads.append(download.url)
+
+
 def on_the_way(events: list[Refusal], urls: list[str]) -> list[Refusal]:
     """Return the egress proxy's ``events`` about ``urls``: a plain-HTTP request names its URL,
     a tunnel its ``host:port``."""
@@ -256,13 +278,17 @@ def on_the_way(events: list[Refusal], urls: list[str]) -> list[Refusal]:
     return [event for event in events if event.target in targets]
 
 
-def _wait_for_load(page, failures: list[str], deadline: float) -> None:
+def _wait_for_load(
+    page, failures: list[str], deadline: float, downloads: list[str] | tuple = ()
+) -> None:
     """Wait for the page's ``load`` event until ``deadline`` (time.monotonic()).
 
     A main document whose transfer fails once it has started (a body shorter than its
     Content-Length) never fires ``load``: raise Playwright's Error with the network error
     (``failures``, from ``_note_document_failure``) as soon as it is known, rather than
     wait for the deadline and report a timeout; raise its TimeoutError at the deadline.
+    Once the page has started a download (``downloads``: a script sent it to an attachment),
+    Playwright no longer sees its ``load`` event: the document's readyState says instead.
     """
     # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
     from playwright.sync_api import Error as PlaywrightError
@@ -275,9 +301,36 @@ def _wait_for_load(page, failures: list[str], deadline: float) -> None:
             page.wait_for_load_state("load", timeout=wait_ms)
             return
         except PlaywrightTimeout:
+            if downloads and page.evaluate(READY_STATE_SCRIPT) == "complete":
+                return
             if left <= LOAD_POLL_SECONDS:
                 raise
     raise PlaywrightError(failures[0])
+
+
+def _no_page(message: str, navigations: list[str]) -> tuple[Outcome, str, None] | None:
+    """The outcome of a main document that Chromium refused to load (Playwright's error
+    ``message`` on the way; ``navigations`` as on PageLoad): a redirect to a URL that is not
+    http(s) (file:, data:, javascript:, ftp: or an application's scheme), or an answer with
+    nothing to render (204). Fatal: the same answer refuses the same way next time. None for
+    any other error."""
+    for target in navigations[1:]:
+        if urlsplit(target).scheme not in WEB_SCHEMES:
+            shown = target if len(target) <= 100 else target[:99] + "…"
+            return Outcome.FATAL, f"redirect refused: {shown} is not an http(s) URL", None
+    if "net::ERR_UNSAFE_REDIRECT" in message:
+        reason = (
+            "redirect refused: its target is not an http(s) URL (chromium: ERR_UNSAFE_REDIRECT)"
+        )
+        return Outcome.FATAL, reason, None
+    if "net::ERR_ABORTED" in message:
+        # Chromium refuses a redirect to javascript: before Playwright sees the redirect.
+        reason = (
+            "nothing to load: an empty answer (HTTP 204) or a redirect to a URL that is not"
+            " http(s) (chromium: ERR_ABORTED)"
+        )
+        return Outcome.FATAL, reason, None
+    return None
 
 
 def _settle(page) -> None:

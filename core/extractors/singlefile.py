@@ -124,9 +124,9 @@ class SingleFileExtractor(ChromiumExtractor):
             output.outcome, output.error = self._no_document(url, out_dir)
 
     def _no_document(self, url: str, out_dir: Path) -> tuple[Outcome, str]:
-        """Say why there was no document: SKIPPED when the URL's content type is one Chromium
-        does not render (a download), else TEMPORARY (the document went away while it was
-        captured; another attempt captures it)."""
+        """Say why there was no document: SKIPPED when the URL is a download (its content type
+        is one Chromium does not render, or it is sent as an attachment), else TEMPORARY (the
+        document went away while it was captured; another attempt captures it)."""
         body = out_dir / ".probe-body"
         log = out_dir / ".probe.log"
         try:
@@ -147,6 +147,10 @@ class SingleFileExtractor(ChromiumExtractor):
         media_type = content_type.split(";")[0].strip().lower()
         if media_type and not media_type.startswith(RENDERED_TYPES):
             return Outcome.SKIPPED, f"not a page Chromium renders ({media_type})"
+        # RFC 6266: an attachment is saved, not shown, whatever its type.
+        disposition = header(probe.headers, "Content-Disposition") if probe else ""
+        if disposition.split(";")[0].strip().lower() == "attachment":
+            return Outcome.SKIPPED, "not a page Chromium renders (Content-Disposition: attachment)"
         return Outcome.TEMPORARY, "single-file found no document to capture (the page changed)"
 
 

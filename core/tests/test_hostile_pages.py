@@ -1,0 +1,805 @@
+"""Pages that fight their capture (issue 18, part 5): every rendering extractor ends bounded.
+
+Each page here is hostile in one way: it never finishes loading (its document, or a stylesheet,
+image or script, trickles forever), it grows forever as it is scrolled, it plays a 1 GiB video,
+it opens windows in a loop, it starts downloads (or is one), it redirects to a URL that is not
+http(s) (file:, data:, javascript:, ftp:, an application's scheme), it calls ``alert`` in a
+loop, or its script never returns. The screenshot, pdf, dom and singlefile extractors run for
+real in the shared Chromium against a server of this module's own on 127.0.0.1
+(``HostilePageSite``, which counts what it sent), and each case checks the outcome and its
+reason, that the run ended within its timeout plus MARGIN, that what it wrote stays within
+MAX_DOWNLOAD_BYTES, and that the next page still captures, in the same browser unless the
+deadline had to kill it. Every test starts without a browser and must leave no Chromium
+process once the browser is closed. dom is the quick representative of the rendering
+extractors; the others are slow-marked (core/tests/test_hostile_servers.py does the same).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import quote
+
+import pytest
+from bs4 import BeautifulSoup
+from django.conf import settings as django_settings
+from PIL import Image
+
+from archive.testing import LocalServer, chromium_pids, process_cmdline
+from core.extractors.base import ExtractorOutput
+from core.extractors.browser import Browser, close_shared_browser, shared_browser
+from core.extractors.dom import DomExtractor
+from core.extractors.errors import Outcome
+from core.extractors.registry import get_extractor
+from core.extractors.screenshot import MAX_HEIGHT
+
+pytestmark = pytest.mark.browser
+
+MAX_BYTES = 2 * 1024**2  # MAX_DOWNLOAD_BYTES here
+TIMEOUT = 3  # seconds, for pages that miss their deadline
+PAGE_TIMEOUT = 20  # seconds, for pages that are captured (SingleFile is slow on these)
+MARGIN = 5  # seconds a run may take past its timeout (the deadline's grace, killing Chromium)
+HOLD_SECONDS = 30  # the longest a handler keeps a connection open (stop() ends it sooner)
+GIB = 1024**3
+CHUNK = bytes(64 * 1024)  # 64 KiB of zeros, sent again and again
+SECRET_LINE = b"root:x:0:0:"  # how /etc/passwd starts on every Debian system
+RENDERERS = ("dom", "screenshot", "pdf", "singlefile")
+QUICK = ("dom",)
+
+
+def renderers() -> list:
+    """RENDERERS as parameters, all but the QUICK ones slow-marked."""
+    return [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in RENDERERS]
+
+
+def spelled(marker: str) -> str:
+    """A JavaScript expression for ``marker`` that does not spell it out."""
+    half = len(marker) // 2
+    return f"'{marker[:half]}' + '{marker[half:]}'"
+
+
+CALM_HTML = "<!doctype html><title>Calm</title><p>CALM-PAGE</p>"
+# A page whose stylesheet, image or script never finishes arriving: it never fires ``load``.
+TRICKLING_HTML = """<!doctype html><title>Trickling {kind}</title><p>WAITING-PAGE</p>
+{tag}
+"""
+TRICKLING_TAGS = {
+    "css": '<link rel="stylesheet" href="/trickle?css">',
+    "png": '<img src="/trickle?png">',
+    "js": '<script src="/trickle?js"></script>',
+}
+TRICKLE_STARTS = {
+    "html": ("text/html", b"<!doctype html><title>Trickle</title><p>TRICKLE-PAGE</p><p>"),
+    "css": ("text/css", b"p { color: red } /*"),
+    # A PNG's signature and the start of its header: the decoder waits for the rest.
+    "png": ("image/png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"),
+    "js": ("text/javascript", b"//"),
+}
+# Grows by 10000 px whenever the reader nears its bottom, forever.
+ENDLESS_SCROLL_HTML = """<!doctype html><title>Endless</title>
+<style>body { margin: 0 }</style>
+<div style="height: 1000px">top</div>
+<script>
+addEventListener("scroll", () => {
+  if (scrollY + innerHeight < document.documentElement.scrollHeight - 200) return;
+  document.body.insertAdjacentHTML(
+    "beforeend", '<div class=' + '"chunk" style="height: 10000px">more</div>');
+});
+</script>
+"""
+VIDEO_HTML = """<!doctype html><title>Video</title><p>VIDEO-PAGE</p>
+<video src="/video?{variant}" autoplay muted preload="auto" controls width="320"></video>
+"""
+# Windows opened in a loop as the page loads, on timers, by clicks of a script, on scroll.
+POPUPS_HTML = """<!doctype html><title>Popups</title><p>POPUPS-PAGE</p>
+<a id="blank" href="/popup?link" target="_blank">a new window</a>
+<script>
+for (let i = 0; i < 200; i++) window.open("/popup?loop-" + i);
+setInterval(() => window.open("/popup?timer"), 20);
+setInterval(() => document.getElementById("blank").click(), 20);
+addEventListener("scroll", () => window.open("/popup?scroll"));
+</script>
+"""
+POPUP_HTML = "<!doctype html><title>Popup</title><script>window.open('/popup?child')</script>"
+OPENER_HTML = """<!doctype html><title>Opener</title>
+<button id="open" onclick="window.open('/popup?click')">open a window</button>
+"""
+# A link to an attachment clicked by a script, then the page sent to another one.
+DOWNLOADS_HTML = f"""<!doctype html><title>Downloads</title><p>DOWNLOADS-PAGE</p>
+<a id="get" href="/attachment?link" download>the file</a>
+<script>
+document.body.insertAdjacentHTML("beforeend", {spelled("SCRIPT-RAN")});
+document.getElementById("get").click();
+location.href = "/attachment?navigation";
+</script>
+"""
+ATTACHMENT_MARKER = b"ATTACHMENT-BODY-"
+REDIRECT_TARGETS = {
+    "javascript": "javascript:document.write('REDIRECTED-TO-JAVASCRIPT')",
+    "file": "file:///etc/passwd",
+    "data": "data:text/html,<p>REDIRECTED-TO-DATA</p>",
+    "ftp": "ftp://127.0.0.1/pub/file.txt",
+    "custom": "vellum-custom://open?thing=1",
+}
+# Each redirect as an image, a script, a stylesheet, a frame and a fetch; and the local file
+# named directly, as every kind of reference SingleFile might inline.
+SUBRESOURCES_HTML = """<!doctype html><title>Subresources</title><p>SUBRESOURCES-PAGE</p>
+{redirects}
+<img src="file:///etc/passwd"><link rel="stylesheet" href="file:///etc/passwd">
+<link rel="icon" href="file:///etc/passwd"><iframe src="file:///etc/passwd"></iframe>
+<script src="file:///etc/passwd"></script><object data="file:///etc/passwd"></object>
+<div style="background: url(file:///etc/passwd)">styled</div>
+<style>@import url(file:///etc/passwd);
+@font-face {{ font-family: local-file; src: url(file:///etc/passwd) }}
+p {{ font-family: local-file }}</style>
+<pre id="fetched"></pre>
+<script>
+for (const name of {names}) {{
+  fetch("/redirect/" + name).then(response => response.text()).then(
+    text => document.getElementById("fetched").append(name + " read " + text + "\\n"),
+    error => document.getElementById("fetched").append(name + " refused\\n"));
+}}
+</script>
+"""
+ALERTS_HTML = f"""<!doctype html><title>Alerts</title>
+<script>
+addEventListener("beforeunload", event => {{ event.preventDefault(); event.returnValue = ""; }});
+for (let i = 0; i < 100; i++) alert("loading " + i);
+setInterval(() => {{ alert("again"); confirm("sure?"); }}, 50);
+addEventListener("DOMContentLoaded", () => document.body.insertAdjacentHTML(
+  "beforeend", {spelled("ALERTS-DISMISSED")}));
+</script>
+<p>A page that will not stop asking.</p>
+"""
+ALERTS_FOREVER_HTML = """<!doctype html><title>Alerts forever</title><p>ASKING</p>
+<script>while (true) alert("forever");</script>
+"""
+BUSY_HTML = """<!doctype html><title>Busy</title><p>BUSY-PAGE</p>
+<script>while (true) {}</script>
+"""
+BUSY_AFTER_LOAD_HTML = """<!doctype html><title>Busy later</title><p>BUSY-PAGE</p>
+<script>addEventListener("load", () => setTimeout(() => { while (true) {} }, 0));</script>
+"""
+
+
+def subresources_html() -> str:
+    redirects = "\n".join(
+        f'<img src="/redirect/{name}?img"><script src="/redirect/{name}?script"></script>'
+        f'<link rel="stylesheet" href="/redirect/{name}?css">'
+        f'<iframe src="/redirect/{name}?frame"></iframe>'
+        for name in REDIRECT_TARGETS
+    )
+    names = "[" + ", ".join(f'"{name}"' for name in REDIRECT_TARGETS) + "]"
+    return SUBRESOURCES_HTML.format(redirects=redirects, names=names)
+
+
+PAGES = {
+    "/calm.html": CALM_HTML,
+    "/endless-scroll.html": ENDLESS_SCROLL_HTML,
+    "/popups.html": POPUPS_HTML,
+    "/popup": POPUP_HTML,
+    "/opener.html": OPENER_HTML,
+    "/downloads.html": DOWNLOADS_HTML,
+    "/subresources.html": subresources_html(),
+    "/alerts.html": ALERTS_HTML,
+    "/alerts-forever.html": ALERTS_FOREVER_HTML,
+    "/busy.html": BUSY_HTML,
+    "/busy-after-load.html": BUSY_AFTER_LOAD_HTML,
+}
+
+
+class HostilePageHandler(BaseHTTPRequestHandler):
+    """Serve PAGES, and the routes below that misbehave; anything else is a 404."""
+
+    # HTTP/1.0: a body without Content-Length ends when the connection closes.
+    protocol_version = "HTTP/1.0"
+    site: HostilePageSite
+
+    def do_GET(self) -> None:
+        path, _, query = self.path.partition("?")
+        self.site.record(self.path)
+        if path in PAGES:
+            self.send_body(PAGES[path].encode())
+        elif path == "/trickling.html":
+            self.send_body(TRICKLING_HTML.format(kind=query, tag=TRICKLING_TAGS[query]).encode())
+        elif path == "/video.html":
+            self.send_body(VIDEO_HTML.format(variant=query).encode())
+        elif path.startswith("/redirect/"):
+            self.redirect(REDIRECT_TARGETS[path.removeprefix("/redirect/")])
+        elif path == "/trickle":
+            self.trickle(*TRICKLE_STARTS[query or "html"])
+        elif path == "/video":
+            self.video(announced="announced" in query, slow="slow" in query)
+        elif path == "/attachment":
+            self.attachment("text/html" if "html" in query else "application/zip")
+        else:
+            self.send_body(b"<title>Not here</title>", status=HTTPStatus.NOT_FOUND)
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        self.send_header("Connection", "close")
+
+    def send_body(self, body: bytes, *, status: int = HTTPStatus.OK) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.write(body)
+
+    def write(self, data: bytes) -> bool:
+        """Send ``data``, counting it for the path; return False once the client has gone."""
+        try:
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            return False
+        self.site.count_sent(self.path, len(data))
+        return True
+
+    def redirect(self, location: str) -> None:
+        self.send_response(HTTPStatus.FOUND)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def trickle(self, content_type: str, start: bytes) -> None:
+        """Start a body, then send a byte every 0.2 s, never ending it."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", content_type)
+        self.end_headers()
+        if not self.write(start):
+            return
+        deadline = time.monotonic() + HOLD_SECONDS
+        while time.monotonic() < deadline and not self.site.release.wait(0.2):
+            if not self.write(b" " if content_type != "image/png" else b"\x00"):
+                return
+
+    def video(self, *, announced: bool, slow: bool) -> None:
+        """Send 1 GiB of zeros as video/mp4, with its Content-Length or without, fast or
+        slowly (a chunk every 50 ms)."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "video/mp4")
+        if announced:
+            self.send_header("Content-Length", str(GIB))
+        self.end_headers()
+        for _ in range(GIB // len(CHUNK)):
+            if self.site.release.is_set() or not self.write(CHUNK):
+                return
+            if slow:
+                self.site.release.wait(0.05)
+
+    def attachment(self, content_type: str) -> None:
+        """Send a 1 GiB attachment (Content-Disposition): a marker, then zeros."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Disposition", 'attachment; filename="hostile.zip"')
+        self.send_header("Content-Length", str(GIB))
+        self.end_headers()
+        if not self.write(ATTACHMENT_MARKER * 64):
+            return
+        for _ in range(GIB // len(CHUNK)):
+            if self.site.release.is_set() or not self.write(CHUNK):
+                return
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep test output quiet."""
+
+
+class HostilePageSite(LocalServer):
+    """The running site: ``url(path)``; how often each path (with its query) was asked for,
+    and how many body bytes were sent for it."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+        self._sent: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        super().__init__()
+
+    def handler(self):
+        return type("BoundHostilePageHandler", (HostilePageHandler,), {"site": self})
+
+    def record(self, path: str) -> None:
+        with self._lock:
+            self.requests[path] += 1
+
+    def count_sent(self, path: str, size: int) -> None:
+        with self._lock:
+            self._sent[path] += size
+
+    def sent(self, prefix: str) -> int:
+        """Body bytes sent for every request whose path (with query) starts with ``prefix``."""
+        with self._lock:
+            return sum(size for path, size in self._sent.items() if path.startswith(prefix))
+
+    def asked(self, prefix: str) -> int:
+        """Requests whose path (with query) starts with ``prefix``."""
+        with self._lock:
+            return sum(count for path, count in self.requests.items() if path.startswith(prefix))
+
+    def clear(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self._sent.clear()
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[HostilePageSite]:
+    """Serve the hostile pages on 127.0.0.1 for this module."""
+    site = HostilePageSite().start()
+    yield site
+    site.stop()
+
+
+def ours() -> set[int]:
+    """This test session's Chromium processes (other test runs may have theirs)."""
+    return chromium_pids(django_settings.DATA_DIR)
+
+
+def wait_until(condition, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+@pytest.fixture(autouse=True)
+def _bounded(site: HostilePageSite, settings) -> Iterator[None]:
+    """Small bounds; each test starts without a browser, and once the browser is closed no
+    Chromium process of this session may be left."""
+    settings.MAX_DOWNLOAD_BYTES = MAX_BYTES
+    settings.EXTRACTOR_TIMEOUT = TIMEOUT
+    settings.EXTRACTOR_OPTIONS = {}
+    settings.BEHAVIOUR_SECONDS = 2
+    settings.SCROLL_PAGE_LIMIT = 10
+    close_shared_browser()
+    site.clear()
+    yield
+    close_shared_browser()
+    assert wait_until(lambda: not ours()), [process_cmdline(pid)[:2] for pid in ours()]
+
+
+def run(name: str, url: str, out_dir: Path) -> tuple[ExtractorOutput, float]:
+    """Run extractor ``name`` on ``url``; return its output and the seconds it took."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    output = get_extractor(name).run(SimpleNamespace(url=url), out_dir)
+    return output, time.monotonic() - started
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def timed_out(name: str, timeout: int = TIMEOUT) -> tuple[Outcome, str]:
+    tool = "single-file" if name == "singlefile" else "chromium"
+    return Outcome.TEMPORARY, f"{tool} timed out after {timeout} s"
+
+
+def assert_next_page_captures(
+    site: HostilePageSite, tmp_path: Path, *, browser_pid: int | None
+) -> None:
+    """The next page is captured; in the browser whose pid is ``browser_pid``, if given."""
+    output, _took = run("dom", site.url("/calm.html"), tmp_path / "next")
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert "CALM-PAGE" in (tmp_path / "next" / output.output).read_text(encoding="utf-8")
+    if browser_pid is not None:
+        assert shared_browser().pid == browser_pid
+
+
+def assert_recovered(site: HostilePageSite, tmp_path: Path, first: Browser) -> None:
+    """After a page missed its deadline: the next page is captured, by ``first`` (the page was
+    closed with its context) or by a browser started afresh (``first`` was killed, at
+    DEADLINE_GRACE past the deadline, and none of its processes is left)."""
+    assert_next_page_captures(site, tmp_path, browser_pid=None)
+    if shared_browser() is not first:
+        assert not first.alive
+        assert wait_until(lambda: not [pid for pid in ours() if group_of(pid) == first.pid])
+
+
+def group_of(pid: int) -> int | None:
+    """The process group of ``pid`` (None once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[2])  # state, ppid, pgrp
+
+
+def captured_text(out_dir: Path, output: ExtractorOutput) -> str:
+    """The text of what a capture wrote (a PDF's and a PNG's bytes as they are)."""
+    return (out_dir / output.output).read_bytes().decode("utf-8", errors="replace")
+
+
+# --- 1. pages that never finish loading ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", renderers())
+@pytest.mark.parametrize(
+    "path", ["/trickle", *(f"/trickling.html?{kind}" for kind in TRICKLING_TAGS)]
+)
+def test_a_page_that_never_finishes_loading_times_out(
+    site: HostilePageSite, tmp_path: Path, name: str, path: str
+) -> None:
+    first = shared_browser()
+
+    output, took = run(name, site.url(path), tmp_path / "out")
+
+    assert (output.outcome, output.error) == timed_out(name)
+    assert took < TIMEOUT + MARGIN
+    assert not list((tmp_path / "out").iterdir())
+    assert site.sent("/trickle") < 1000  # a short start, and a byte every 0.2 s
+    assert_recovered(site, tmp_path, first)
+
+
+# --- 2. a page that grows forever as it is scrolled ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", renderers())
+def test_an_endless_scroll_is_captured_bounded(
+    site: HostilePageSite, tmp_path: Path, settings, name: str, caplog
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    settings.BEHAVIOUR_SECONDS = 5
+    settings.SCROLL_PAGE_LIMIT = 3
+    caplog.set_level(logging.INFO, logger="core.extractors.rendering")
+    out = tmp_path / "out"
+
+    output, took = run(name, site.url("/endless-scroll.html"), out)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert took < PAGE_TIMEOUT + MARGIN
+    assert folder_bytes(out) <= MAX_BYTES
+    behaviours = [r.getMessage() for r in caplog.records if "behaviours on" in r.getMessage()]
+    assert len(behaviours) == 1
+    assert behaviours[0].endswith(("stopped: page limit", "stopped: budget"))
+    if name == "screenshot":
+        with Image.open(out / output.output) as image:
+            assert image.height == MAX_HEIGHT  # the page is taller: the image stops there
+    if name in ("dom", "singlefile"):
+        chunks = BeautifulSoup(captured_text(out, output), "lxml").select(".chunk")
+        assert 2 <= len(chunks) <= 3  # SCROLL_PAGE_LIMIT
+
+
+# --- 3. a 1 GiB video ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", renderers())
+@pytest.mark.parametrize("variant", ["announced", "slow"])
+def test_a_huge_video_is_not_read_whole(
+    site: HostilePageSite, tmp_path: Path, settings, name: str, variant: str
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    out = tmp_path / "out"
+    pid = shared_browser().pid
+
+    output, took = run(name, site.url(f"/video.html?{variant}"), out)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert took < PAGE_TIMEOUT + MARGIN
+    assert folder_bytes(out) <= MAX_BYTES
+    # Chromium gave up on zeros it cannot decode after a few MB: nothing near the GiB was
+    # read, so nothing near it was held in memory.
+    assert 0 < site.sent("/video") < GIB // 16
+    assert_next_page_captures(site, tmp_path, browser_pid=pid)
+
+
+# --- 4. windows opened in a loop -----------------------------------------------------------------
+
+
+def closed_pages(messages: list[str], url: str) -> int:
+    """How many pages the browser said it closed for the visit of ``url`` (0 if it did not)."""
+    prefix, suffix = "closed ", f" pages opened by {url}"
+    counts = [m[len(prefix) : -len(suffix)] for m in messages if m.endswith(suffix)]
+    assert len(counts) <= 1, counts
+    return int(counts[0]) if counts else 0
+
+
+@pytest.mark.parametrize("name", renderers())
+def test_a_popup_storm_is_held_off(
+    site: HostilePageSite, tmp_path: Path, settings, name: str, caplog
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    caplog.set_level(logging.INFO, logger="core.extractors.browser")
+    out = tmp_path / "out"
+    pid = shared_browser().pid
+    url = site.url("/popups.html")
+
+    output, took = run(name, url, out)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert took < PAGE_TIMEOUT + MARGIN
+    # Chromium's popup blocker is on: a window opened without a gesture never opens...
+    assert "--disable-popup-blocking" not in " ".join(process_cmdline(pid))
+    assert site.asked("/popup?loop") == 0
+    assert_next_page_captures(site, tmp_path, browser_pid=pid)  # the visit ends
+    # ... and those a timer slipped in (each of Playwright's calls into the page counts as a
+    # gesture) were closed as they opened (test_every_window_a_page_opens_is_closed_and_counted
+    # counts them exactly).
+    if site.asked("/popup"):
+        assert closed_pages(caplog.messages, url) > 0
+
+
+class ClickingDom(DomExtractor):
+    """A dom extractor that first clicks the page's button five times, as a reader would (a
+    click is a gesture: the popup blocker lets each window open), then waits until the
+    browser has closed every other page, and notes how many pages were left open."""
+
+    pages_left: list[int]
+
+    def capture(self, page, out_dir: Path) -> str:
+        for _ in range(5):
+            with page.context.expect_page():
+                page.click("#open")
+        deadline = time.monotonic() + 5
+        while len(page.context.pages) > 1 and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        self.pages_left = [len(page.context.pages)]
+        return super().capture(page, out_dir)
+
+
+def test_every_window_a_page_opens_is_closed_and_counted(
+    site: HostilePageSite, tmp_path: Path, settings, caplog
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    caplog.set_level(logging.INFO, logger="core.extractors.browser")
+    extractor = ClickingDom()
+    url = site.url("/opener.html")
+
+    output = extractor.run(SimpleNamespace(url=url), tmp_path)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert extractor.pages_left == [1]  # the captured page alone
+    assert site.asked("/popup?child") == 0  # no window opened by a window that was closed
+    close_shared_browser()  # the visit ends: its count is logged
+    assert closed_pages(caplog.messages, url) == 5
+
+
+# --- 5. downloads --------------------------------------------------------------------------------
+
+
+def files_holding(marker: bytes, since: float) -> list[Path]:
+    """Files changed since ``since`` (a time.time()) under DATA_DIR, the temporary folder and
+    ~/Downloads (where Chromium and Playwright would keep a download) whose first 64 KiB hold
+    ``marker``."""
+    found = []
+    roots = (Path(django_settings.DATA_DIR), Path(tempfile.gettempdir()), Path.home() / "Downloads")
+    for root in roots:
+        for folder, _dirs, names in os.walk(root):
+            for file_name in names:
+                path = Path(folder, file_name)
+                try:
+                    if path.stat().st_mtime < since or not path.is_file():
+                        continue
+                    with path.open("rb") as stream:
+                        if marker in stream.read(64 * 1024):
+                            found.append(path)
+                except OSError:
+                    continue
+    return found
+
+
+@pytest.mark.parametrize("name", renderers())
+def test_downloads_a_page_starts_are_refused_and_the_page_captured(
+    site: HostilePageSite, tmp_path: Path, settings, name: str, caplog
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    caplog.set_level(logging.INFO, logger="core.extractors.rendering")
+    started = time.time()
+    out = tmp_path / "out"
+    pid = shared_browser().pid
+    url = site.url("/downloads.html")
+
+    output, took = run(name, url, out)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert took < PAGE_TIMEOUT + MARGIN
+    if name in ("dom", "singlefile"):
+        assert "SCRIPT-RAN" in captured_text(out, output)
+    assert f"{name}: refused 2 downloads started by {url}" in caplog.messages
+    assert site.asked("/attachment") == 2
+    assert site.sent("/attachment") < GIB // 16
+    assert files_holding(ATTACHMENT_MARKER, started) == []
+    assert_next_page_captures(site, tmp_path, browser_pid=pid)
+
+
+MAIN_DOWNLOAD = (Outcome.SKIPPED, "not a page Chromium renders (the URL is a download)")
+MAIN_DOWNLOADS = {
+    "/attachment": {
+        "chromium": MAIN_DOWNLOAD,
+        "singlefile": (Outcome.SKIPPED, "not a page Chromium renders (application/zip)"),
+    },
+    # An HTML page, sent as an attachment: saved by a browser, not shown.
+    "/attachment?html": {
+        "chromium": MAIN_DOWNLOAD,
+        "singlefile": (
+            Outcome.SKIPPED,
+            "not a page Chromium renders (Content-Disposition: attachment)",
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("name", renderers())
+@pytest.mark.parametrize("path", list(MAIN_DOWNLOADS))
+def test_a_url_that_is_a_download_is_skipped(
+    site: HostilePageSite, tmp_path: Path, name: str, path: str
+) -> None:
+    started = time.time()
+    out = tmp_path / "out"
+    pid = shared_browser().pid
+
+    output, took = run(name, site.url(path), out)
+
+    expected = MAIN_DOWNLOADS[path]["singlefile" if name == "singlefile" else "chromium"]
+    assert (output.outcome, output.error) == expected
+    assert took < TIMEOUT + MARGIN
+    assert not list(out.iterdir())
+    # SingleFile's probe of the content type reads at most MAX_DOWNLOAD_BYTES, then deletes it.
+    assert site.sent("/attachment") < GIB // 16
+    assert files_holding(ATTACHMENT_MARKER, started) == []
+    assert_next_page_captures(site, tmp_path, browser_pid=pid)
+
+
+# --- 6. redirects to what is not http(s) ---------------------------------------------------------
+
+UNSAFE_REDIRECT = (
+    Outcome.FATAL,
+    "redirect refused: its target is not an http(s) URL (chromium: ERR_UNSAFE_REDIRECT)",
+)
+REFUSED_REDIRECTS = {
+    # Chromium refuses a redirect to javascript: before it is seen: only that it was aborted.
+    "javascript": (
+        Outcome.FATAL,
+        "nothing to load: an empty answer (HTTP 204) or a redirect to a URL that is not"
+        " http(s) (chromium: ERR_ABORTED)",
+    ),
+    "file": UNSAFE_REDIRECT,
+    "data": UNSAFE_REDIRECT,
+    # Chromium follows these to its handler of other schemes, which does nothing headless.
+    "ftp": (Outcome.FATAL, f"redirect refused: {REDIRECT_TARGETS['ftp']} is not an http(s) URL"),
+    "custom": (
+        Outcome.FATAL,
+        f"redirect refused: {REDIRECT_TARGETS['custom']} is not an http(s) URL",
+    ),
+}
+
+
+@pytest.fixture
+def xdg_open_log(tmp_path: Path, monkeypatch) -> Path:
+    """Where an ``xdg-open`` first on the PATH of the browser started next (each test starts
+    without one) writes what it was asked to open: Chromium hands a URL of another scheme to
+    it, outside headless mode."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    log = tmp_path / "xdg-open.log"
+    opener = folder / "xdg-open"
+    opener.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    opener.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+@pytest.mark.parametrize("name", renderers())
+@pytest.mark.parametrize("target", list(REFUSED_REDIRECTS))
+def test_a_redirect_of_the_page_to_another_scheme_is_refused(
+    site: HostilePageSite, tmp_path: Path, name: str, target: str, xdg_open_log: Path
+) -> None:
+    out = tmp_path / "out"
+    pid = shared_browser().pid
+
+    output, took = run(name, site.url(f"/redirect/{target}"), out)
+
+    assert (output.outcome, output.error) == REFUSED_REDIRECTS[target]
+    assert took < TIMEOUT + MARGIN
+    assert not list(out.iterdir())
+    assert not xdg_open_log.exists()  # no program was asked to open the URL
+    assert_next_page_captures(site, tmp_path, browser_pid=pid)
+
+
+def readable_forms(data: bytes) -> list[bytes]:
+    """``data`` as it would appear in a capture: as it is, base64-encoded at each of the
+    three alignments a data: URI may give it, and percent-encoded."""
+    forms = [data]
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + data)[4 if offset else 0 :]
+        forms.append(encoded[:-4])  # the last group depends on what follows
+    return [*forms, quote(data).encode()]
+
+
+@pytest.mark.parametrize("name", renderers())
+def test_subresources_of_another_scheme_read_nothing_local(
+    site: HostilePageSite, tmp_path: Path, settings, name: str
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    out = tmp_path / "out"
+    pid = shared_browser().pid
+
+    output, took = run(name, site.url("/subresources.html"), out)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert took < PAGE_TIMEOUT + MARGIN
+    captured = (out / output.output).read_bytes()
+    for form in readable_forms(SECRET_LINE):
+        assert form not in captured
+    assert b"REDIRECTED-TO-" not in captured
+    if name == "dom":
+        fetched = BeautifulSoup(captured, "lxml").find(id="fetched").get_text()
+        assert sorted(fetched.split("\n")) == [
+            "",
+            *sorted(f"{t} refused" for t in REDIRECT_TARGETS),
+        ]
+    assert_next_page_captures(site, tmp_path, browser_pid=pid)
+
+
+# --- 7. dialogs in a loop ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", renderers())
+def test_a_page_that_keeps_asking_is_captured(
+    site: HostilePageSite, tmp_path: Path, settings, name: str
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    out = tmp_path / "out"
+
+    output, took = run(name, site.url("/alerts.html"), out)
+
+    assert took < PAGE_TIMEOUT + MARGIN
+    if name == "singlefile":
+        # SingleFile's code shares the page's thread with an alert every 50 ms: it may not
+        # finish in time; either way the run ends at its deadline.
+        assert (output.outcome, output.error) in {
+            (Outcome.SUCCEEDED, ""),
+            timed_out(name, PAGE_TIMEOUT),
+        }
+    else:
+        assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    if name == "dom":
+        assert "ALERTS-DISMISSED" in captured_text(out, output)
+    assert_next_page_captures(site, tmp_path, browser_pid=None)
+
+
+@pytest.mark.parametrize("name", renderers())
+def test_a_page_that_asks_forever_times_out(
+    site: HostilePageSite, tmp_path: Path, name: str
+) -> None:
+    out = tmp_path / "out"
+    first = shared_browser()
+
+    output, took = run(name, site.url("/alerts-forever.html"), out)
+
+    assert (output.outcome, output.error) == timed_out(name)
+    assert took < TIMEOUT + MARGIN
+    assert not list(out.iterdir())
+    assert_recovered(site, tmp_path, first)
+
+
+# --- 8. scripts that never return ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", renderers())
+@pytest.mark.parametrize("path", ["/busy.html", "/busy-after-load.html"])
+def test_a_script_that_never_returns_times_out_and_the_browser_recovers(
+    site: HostilePageSite, tmp_path: Path, name: str, path: str
+) -> None:
+    out = tmp_path / "out"
+    first = shared_browser()
+
+    output, took = run(name, site.url(path), out)
+
+    assert (output.outcome, output.error) == timed_out(name)
+    assert took < TIMEOUT + MARGIN
+    assert not list(out.iterdir())
+    # The hung renderer is closed with its page, or the browser is killed with it.
+    assert_recovered(site, tmp_path, first)

@@ -101,13 +101,16 @@ class Actor:
             if ready is None:
                 self._hand_back(record, lease_end)
             else:
-                self._tick_one(ready, lease_end, claimed_at)
+                self._tick_one(ready, lease_end, claimed_at, companion=True)
         return True
 
-    def _tick_one(self, record, lease_end: datetime, claimed_at: datetime) -> None:
+    def _tick_one(
+        self, record, lease_end: datetime, claimed_at: datetime, *, companion: bool = False
+    ) -> None:
+        tick = (companion and self.kind.companion_tick) or self.kind.tick
         handed_back = None
         try:
-            self.kind.tick(record)
+            tick(record)
             handed_back = _handed_back_at(record, lease_end, claimed_at)
         except CommandCancelled:
             logger.info("stopped during %s %s", self.kind.name, record.pk)

@@ -37,6 +37,9 @@ class WorkType:
     related: tuple[str, ...] = ()  # joined in when the claimed record is loaded
     # The records to claim with a claimed one and run right after it (None: none ever)
     companions: Callable[[models.Model], models.QuerySet] | None = None
+    # How a companion is ticked (None: as ``tick``): it runs in the slot its claim's first
+    # record took, so a per-host limit does not hold it back.
+    companion_tick: Callable[[models.Model], None] | None = None
 
     @property
     def concurrency(self) -> int:
@@ -81,6 +84,7 @@ def work_types() -> dict[str, WorkType]:
             "archiveresult", ArchiveResult, lambda r: result_tick(result=r), _result_lease,
             "ACTORS_ARCHIVERESULT", lease_fields=("extractor",), related=("snapshot__crawl",),
             companions=_visit_companions,
+            companion_tick=lambda r: result_tick(result=r, keeps_host_slot=True),
         ),
         WorkType(
             "storagecopy", StorageCopy, lambda c: copy_tick(copy=c), _copy_lease,

@@ -24,11 +24,15 @@ from orchestrator.retries import backoff_delay
 logger = logging.getLogger(__name__)
 
 
-def host_start_refused(*, result: ArchiveResult) -> bool:
+def host_start_refused(*, result: ArchiveResult, keeps_slot: bool = False) -> bool:
     """Tell whether ``result`` may not start now on its snapshot's host: the host is paused,
     or on trial (after a pause) with a result running, or has HOST_CONCURRENCY results running
     (0: no limit). Running means started and under a live lease; ``result`` itself is not
-    counted.
+    counted. With ``keeps_slot`` (a companion run right after its claim's first result, in
+    the same actor: core/services/results.py) only a pause refuses it: it takes the place the
+    first one held, and refusing it would load the page again in another actor. Another actor
+    that started in the moment between the two can then make the host's count one more than
+    the limit, until one of them ends.
 
     Call it in the transaction that starts ``result``: it locks the host's row (creating it on
     first use), so that of two results of one host that start at once, the second sees the
@@ -44,7 +48,7 @@ def host_start_refused(*, result: ArchiveResult) -> bool:
         limit = 1
     else:
         limit = settings.HOST_CONCURRENCY
-    if not limit:
+    if not limit or keeps_slot:
         return False
     running = ArchiveResult.objects.filter(
         snapshot__host=host.name, status=ResultStatus.STARTED, retry_at__gt=now

@@ -42,15 +42,18 @@ from orchestrator.retries import (
 logger = logging.getLogger(__name__)
 
 
-def result_tick(*, result: ArchiveResult) -> None:
+def result_tick(*, result: ArchiveResult, keeps_host_slot: bool = False) -> None:
     """Run one attempt of ``result``'s extractor and record how it went.
 
     A result claimed while still ``started`` was left by a worker that died (its lease ran out):
     that attempt is counted as a temporary failure before anything runs again. When the result
     ends final and it was the snapshot's last one to do, the snapshot is woken.
+    ``keeps_host_slot``: the result was claimed as a companion of one that just ran in this
+    actor (the same page's visit), so it keeps that one's place under HOST_CONCURRENCY; only
+    a paused host holds it back (core/services/hosts.py).
     """
     try:
-        _result_attempt(result)
+        _result_attempt(result, keeps_host_slot)
     finally:
         if result.status == ResultStatus.FAILED and result.behaviour == StepBehaviour.BLOCKING:
             result_stop_remaining(result=result)
@@ -84,7 +87,7 @@ def result_stop_remaining(*, result: ArchiveResult) -> int:
     return stopped
 
 
-def _result_attempt(result: ArchiveResult) -> None:
+def _result_attempt(result: ArchiveResult, keeps_host_slot: bool = False) -> None:
     if result.status == ResultStatus.STARTED:
         result_recover(result=result)
         return
@@ -92,7 +95,7 @@ def _result_attempt(result: ArchiveResult) -> None:
     snapshot = result.snapshot
     try:
         with transaction.atomic():
-            if host_start_refused(result=result):
+            if host_start_refused(result=result, keeps_slot=keeps_host_slot):
                 _hand_back_for_host(result)
                 return
             result.start()

@@ -368,6 +368,24 @@ def test_a_paused_host_takes_none() -> None:
     assert refused(result_on("a.example")) is True
 
 
+def test_a_companion_keeps_its_claims_slot_at_the_limit() -> None:
+    """The next capture of a page the actor just loaded runs where the first one ran."""
+    result_on("a.example", ResultStatus.STARTED)
+    result_on("a.example", ResultStatus.STARTED)
+    companion = result_on("a.example")
+
+    with transaction.atomic():
+        assert host_start_refused(result=companion, keeps_slot=True) is False
+    assert refused(companion) is True  # the same result, claimed on its own, waits
+
+
+def test_a_companion_still_waits_for_a_paused_host() -> None:
+    paused_host("a.example", for_seconds=60)
+
+    with transaction.atomic():
+        assert host_start_refused(result=result_on("a.example"), keeps_slot=True) is True
+
+
 def test_a_host_on_trial_takes_one_at_a_time() -> None:
     paused_host("a.example", for_seconds=-1)
     first = result_on("a.example")

@@ -365,8 +365,24 @@ def recording_actor(during: Callable[[Actor, ArchiveResult], None] | None = None
             during(actor, result)
         ran.append(result.extractor)
 
-    actor = Actor(dataclasses.replace(results_kind(), tick=tick), idle_exit=0)
+    actor = Actor(dataclasses.replace(results_kind(), tick=tick, companion_tick=tick), idle_exit=0)
     return actor, ran
+
+
+def test_companions_are_ticked_as_companions_the_first_as_itself() -> None:
+    """A companion keeps its claim's place under HOST_CONCURRENCY (result_tick's
+    keeps_host_slot): the actor ticks it with the kind's ``companion_tick``."""
+    due_results(started_snapshot(), "screenshot", "pdf", "dom")
+    ran: list[tuple[str, str]] = []
+    kind = dataclasses.replace(
+        results_kind(),
+        tick=lambda result: ran.append(("first", result.extractor)),
+        companion_tick=lambda result: ran.append(("companion", result.extractor)),
+    )
+
+    assert Actor(kind, idle_exit=0).tick() is True
+
+    assert ran == [("first", "screenshot"), ("companion", "pdf"), ("companion", "dom")]
 
 
 def claim_events(settings) -> list[dict]:

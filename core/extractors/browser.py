@@ -157,6 +157,7 @@ class Browser:
     def __init__(self, chromium: str) -> None:
         self.chromium = chromium
         self.user_data_dir = new_profile_dir()
+        self.temp_dir = new_temp_dir()
         self.command = chromium_command(chromium, self.user_data_dir)
         self.pages = 0
         self.pid: int | None = None
@@ -191,6 +192,7 @@ class Browser:
         log_dir.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
+            "TMPDIR": str(self.temp_dir),
             "VELLUM_CHROMIUM": self.chromium,
             "VELLUM_CHROMIUM_LOG": str(log_dir / "chromium.log"),
         }
@@ -336,7 +338,8 @@ class Browser:
                 os.killpg(self.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        """Disconnect, stop Chromium (SIGTERM, then SIGKILL), and delete its profile folder."""
+        """Disconnect, stop Chromium (SIGTERM, then SIGKILL), and delete its profile and
+        temporary folders."""
         if self._playwright is not None:
             # A hung thread is left behind, and at interpreter exit (atexit) the executor takes
             # no more work (RuntimeError): Chromium is stopped all the same.
@@ -346,6 +349,7 @@ class Browser:
         if self.pid is not None:
             _stop_group(self.pid)
         shutil.rmtree(self.user_data_dir, ignore_errors=True)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def _disconnect(self) -> None:
         """Close the browser and stop Playwright's driver (in the browser's thread)."""
@@ -368,6 +372,23 @@ def new_profile_dir() -> Path:
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(stale, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"chromium-{os.getpid()}-", dir=parent))
+
+
+def new_temp_dir() -> Path:
+    """Make an empty folder for one browser's temporary files (its TMPDIR),
+    ``<the system's temporary folder>/vellum-chromium-<pid>-<random>``, and delete those left
+    by processes that no longer run.
+
+    Chromium keeps there what it would otherwise leave in /tmp when it is killed: the socket
+    that keeps two browsers off one profile, and the start of a download, written before the
+    context refuses it. A short path: the socket's may not pass 107 bytes.
+    """
+    parent = Path(tempfile.gettempdir())
+    for stale in parent.glob("vellum-chromium-*-*"):
+        owner = stale.name.split("-")[2]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"vellum-chromium-{os.getpid()}-"))
 
 
 def _close_context(page: Page) -> None:

@@ -107,6 +107,10 @@ TIMERS_SCRIPT = """limit => {
         .filter(wait => wait > 0 && wait <= limit * 1000);
     return soon.length ? Math.max(...soon) / 1000 : 0;
 }"""
+# Milliseconds a frame may take to say whether it watches scrolling: a frame whose document
+# never came (its server never answers, a file: URL Chromium refused) has nothing to run a
+# script in, and Playwright would wait for one forever (the page is then scrolled).
+FRAME_ANSWER_MS = 500
 # True when the frame may load more when scrolled (or when WATCH_SCRIPT did not run in it).
 WATCHED_SCRIPT = """() => {
     const seen = window.__vellumScrollWatch;
@@ -264,15 +268,20 @@ def _wait_for_timers(page, report: BehaviourReport, end: float) -> None:
 
 def _watches_scrolling(page) -> bool:
     """True when a frame of ``page`` watches scrolling (WATCHED_SCRIPT); a frame that cannot
-    be asked (it is going away) counts as watching."""
+    be asked (it is going away) or does not answer within FRAME_ANSWER_MS (it has no
+    document to run a script in, or the machine is slow) counts as watching."""
     # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
     from playwright.sync_api import Error as PlaywrightError
 
     for frame in page.frames:
         try:
-            if frame.evaluate(WATCHED_SCRIPT):
+            # wait_for_function, unlike evaluate, has a timeout; the array is always truthy.
+            answer = frame.wait_for_function(
+                f"() => [({WATCHED_SCRIPT})()]", timeout=FRAME_ANSWER_MS
+            )
+            if answer.json_value()[0]:
                 return True
-        except PlaywrightError:
+        except PlaywrightError:  # its TimeoutError included
             return True
     return False
 

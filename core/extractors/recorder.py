@@ -54,6 +54,7 @@ WIRE_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-leng
 STILL_LOADING = "still loading when the page was recorded"
 BODY_GONE = "the browser no longer held its body"
 TOO_LARGE = "larger than MAX_DOWNLOAD_BYTES"
+PAGE_CLOSED = "its page was closed (a window the page opened)"
 
 # The recorder of each open browser context, found again from a page by ``recorder_of``.
 _recorders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -95,16 +96,23 @@ class Recorder:
 
         Requests are written in the order they were made; a redirect's response is written
         with an empty body (Chromium keeps none). Payloads stop being added once they reach
-        ``max_bytes`` in all: the rest are listed as missing. Raises OSError when the file
-        cannot be written.
+        ``max_bytes`` in all: the rest are listed as missing, as is what a page closed since
+        made (core/extractors/browser.py closes every window a page opens). Raises OSError
+        when the file cannot be written.
         """
+        # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
+        from playwright.sync_api import Error as PlaywrightError
+
         recording = Recording()
         with open(path, "wb") as out:
             writer = WARCWriter(out, gzip=True, warc_version="WARC/1.1")
             info = {"software": software, "format": "WARC File Format 1.1"}
             writer.write_record(writer.create_warcinfo_record(path.name, info))
             for request in list(self.requests):
-                reason = self._write_exchange(writer, request, recording, max_bytes)
+                try:
+                    reason = self._write_exchange(writer, request, recording, max_bytes)
+                except PlaywrightError:  # its page closed: a window the visit closed at once
+                    reason = PAGE_CLOSED
                 if reason:
                     recording.missing.append({"url": request.url, "reason": reason})
         return recording

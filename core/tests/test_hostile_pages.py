@@ -4,12 +4,12 @@ Each page here is hostile in one way: it never finishes loading (its document, o
 image or script, trickles forever), it grows forever as it is scrolled, it plays a 1 GiB video,
 it opens windows in a loop, it starts downloads (or is one), it redirects to a URL that is not
 http(s) (file:, data:, javascript:, ftp:, an application's scheme), it calls ``alert`` in a
-loop, or its script never returns. The screenshot, pdf, dom and singlefile extractors run for
-real in the shared Chromium against a server of this module's own on 127.0.0.1
-(``HostilePageSite``, which counts what it sent), and each case checks the outcome and its
-reason, that the run ended within its timeout plus MARGIN, that what it wrote stays within
-MAX_DOWNLOAD_BYTES, and that the next page still captures, in the same browser unless the
-deadline had to kill it. Every test starts without a browser and must leave no Chromium
+loop, or its script never returns. The screenshot, pdf, dom, singlefile and recording
+extractors run for real in the shared Chromium against a server of this module's own on
+127.0.0.1 (``HostilePageSite``, which counts what it sent), and each case checks the outcome
+and its reason, that the run ended within its timeout plus MARGIN, that what it wrote stays
+within MAX_DOWNLOAD_BYTES, and that the next page still captures, in the same browser unless
+the deadline had to kill it. Every test starts without a browser and must leave no Chromium
 process once the browser is closed. dom is the quick representative of the rendering
 extractors; the others are slow-marked (core/tests/test_hostile_servers.py does the same).
 """
@@ -17,6 +17,7 @@ extractors; the others are slow-marked (core/tests/test_hostile_servers.py does 
 from __future__ import annotations
 
 import base64
+import gzip
 import logging
 import os
 import tempfile
@@ -53,7 +54,7 @@ HOLD_SECONDS = 30  # the longest a handler keeps a connection open (stop() ends 
 GIB = 1024**3
 CHUNK = bytes(64 * 1024)  # 64 KiB of zeros, sent again and again
 SECRET_LINE = b"root:x:0:0:"  # how /etc/passwd starts on every Debian system
-RENDERERS = ("dom", "screenshot", "pdf", "singlefile")
+RENDERERS = ("dom", "screenshot", "pdf", "singlefile", "recording")
 QUICK = ("dom",)
 
 
@@ -85,6 +86,13 @@ TRICKLE_STARTS = {
     "png": ("image/png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"),
     "js": ("text/javascript", b"//"),
 }
+# A frame a script adds once the page has loaded, from a server that never answers.
+LATE_FRAME_HTML = f"""<!doctype html><title>Late frame</title><p>LATE-FRAME-PAGE</p>
+<script>
+addEventListener("load", () => document.body.insertAdjacentHTML(
+  "beforeend", '<iframe src="/never"></iframe>' + {spelled("FRAME-ADDED")}));
+</script>
+"""
 # Grows by 10000 px whenever the reader nears its bottom, forever.
 ENDLESS_SCROLL_HTML = """<!doctype html><title>Endless</title>
 <style>body { margin: 0 }</style>
@@ -186,6 +194,7 @@ def subresources_html() -> str:
 PAGES = {
     "/calm.html": CALM_HTML,
     "/endless-scroll.html": ENDLESS_SCROLL_HTML,
+    "/late-frame.html": LATE_FRAME_HTML,
     "/popups.html": POPUPS_HTML,
     "/popup": POPUP_HTML,
     "/opener.html": OPENER_HTML,
@@ -216,6 +225,8 @@ class HostilePageHandler(BaseHTTPRequestHandler):
             self.send_body(VIDEO_HTML.format(variant=query).encode())
         elif path.startswith("/redirect/"):
             self.redirect(REDIRECT_TARGETS[path.removeprefix("/redirect/")])
+        elif path == "/never":
+            self.site.release.wait(HOLD_SECONDS)  # not a word, until the site stops
         elif path == "/trickle":
             self.trickle(*TRICKLE_STARTS[query or "html"])
         elif path == "/video":
@@ -382,6 +393,13 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
+def nothing_kept(out_dir: Path, name: str) -> bool:
+    """True when a run that missed its deadline wrote nothing, or is the recording extractor's
+    (its WARC may be begun when the browser is killed under it: the pipeline discards a
+    failed attempt's folder whole)."""
+    return folder_bytes(out_dir) == 0 or name == "recording"
+
+
 def timed_out(name: str, timeout: int = TIMEOUT) -> tuple[Outcome, str]:
     tool = "single-file" if name == "singlefile" else "chromium"
     return Outcome.TEMPORARY, f"{tool} timed out after {timeout} s"
@@ -406,6 +424,8 @@ def assert_recovered(site: HostilePageSite, tmp_path: Path, first: Browser) -> N
     if shared_browser() is not first:
         assert not first.alive
         assert wait_until(lambda: not [pid for pid in ours() if group_of(pid) == first.pid])
+        assert not first.temp_dir.exists()  # nor anything it would have left in /tmp
+        assert not first.user_data_dir.exists()
 
 
 def group_of(pid: int) -> int | None:
@@ -417,9 +437,15 @@ def group_of(pid: int) -> int | None:
     return int(stat.rpartition(")")[2].split()[2])  # state, ppid, pgrp
 
 
+def captured_bytes(out_dir: Path, output: ExtractorOutput) -> bytes:
+    """What a capture wrote, a gzipped WARC's records decompressed."""
+    data = (out_dir / output.output).read_bytes()
+    return gzip.decompress(data) if output.output.endswith(".gz") else data
+
+
 def captured_text(out_dir: Path, output: ExtractorOutput) -> str:
     """The text of what a capture wrote (a PDF's and a PNG's bytes as they are)."""
-    return (out_dir / output.output).read_bytes().decode("utf-8", errors="replace")
+    return captured_bytes(out_dir, output).decode("utf-8", errors="replace")
 
 
 # --- 1. pages that never finish loading ----------------------------------------------------------
@@ -438,9 +464,28 @@ def test_a_page_that_never_finishes_loading_times_out(
 
     assert (output.outcome, output.error) == timed_out(name)
     assert took < TIMEOUT + MARGIN
-    assert not list((tmp_path / "out").iterdir())
+    assert nothing_kept(tmp_path / "out", name)
     assert site.sent("/trickle") < 1000  # a short start, and a byte every 0.2 s
     assert_recovered(site, tmp_path, first)
+
+
+@pytest.mark.parametrize("name", renderers())
+def test_a_frame_that_never_answers_does_not_hold_the_capture(
+    site: HostilePageSite, tmp_path: Path, settings, name: str
+) -> None:
+    # The page has loaded: only its frame waits, which no behaviour or capture waits for.
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    out = tmp_path / "out"
+    pid = shared_browser().pid
+
+    output, took = run(name, site.url("/late-frame.html"), out)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert took < PAGE_TIMEOUT + MARGIN
+    assert site.asked("/never") == 1
+    if name in ("dom", "singlefile"):
+        assert "FRAME-ADDED" in captured_text(out, output)
+    assert_next_page_captures(site, tmp_path, browser_pid=pid)
 
 
 # --- 2. a page that grows forever as it is scrolled ----------------------------------------------
@@ -590,6 +635,16 @@ def files_holding(marker: bytes, since: float) -> list[Path]:
     return found
 
 
+def assert_no_download_kept(browser: Browser, since: float) -> None:
+    """Chromium writes the start of a download to a temporary file before the context refuses
+    it, and deletes it: nothing of it is anywhere but in ``browser``'s temporary folder, and
+    nothing at all once the browser is closed (since ``since``, a time.time())."""
+    for path in files_holding(ATTACHMENT_MARKER, since):
+        assert path.is_relative_to(browser.temp_dir)
+    close_shared_browser()
+    assert files_holding(ATTACHMENT_MARKER, since) == []
+
+
 @pytest.mark.parametrize("name", renderers())
 def test_downloads_a_page_starts_are_refused_and_the_page_captured(
     site: HostilePageSite, tmp_path: Path, settings, name: str, caplog
@@ -598,7 +653,7 @@ def test_downloads_a_page_starts_are_refused_and_the_page_captured(
     caplog.set_level(logging.INFO, logger="core.extractors.rendering")
     started = time.time()
     out = tmp_path / "out"
-    pid = shared_browser().pid
+    browser = shared_browser()
     url = site.url("/downloads.html")
 
     output, took = run(name, url, out)
@@ -610,8 +665,8 @@ def test_downloads_a_page_starts_are_refused_and_the_page_captured(
     assert f"{name}: refused 2 downloads started by {url}" in caplog.messages
     assert site.asked("/attachment") == 2
     assert site.sent("/attachment") < GIB // 16
-    assert files_holding(ATTACHMENT_MARKER, started) == []
-    assert_next_page_captures(site, tmp_path, browser_pid=pid)
+    assert_next_page_captures(site, tmp_path, browser_pid=browser.pid)
+    assert_no_download_kept(browser, started)
 
 
 MAIN_DOWNLOAD = (Outcome.SKIPPED, "not a page Chromium renders (the URL is a download)")
@@ -638,18 +693,38 @@ def test_a_url_that_is_a_download_is_skipped(
 ) -> None:
     started = time.time()
     out = tmp_path / "out"
-    pid = shared_browser().pid
+    browser = shared_browser()
 
     output, took = run(name, site.url(path), out)
 
     expected = MAIN_DOWNLOADS[path]["singlefile" if name == "singlefile" else "chromium"]
     assert (output.outcome, output.error) == expected
     assert took < TIMEOUT + MARGIN
-    assert not list(out.iterdir())
+    assert folder_bytes(out) == 0
     # SingleFile's probe of the content type reads at most MAX_DOWNLOAD_BYTES, then deletes it.
     assert site.sent("/attachment") < GIB // 16
-    assert files_holding(ATTACHMENT_MARKER, started) == []
-    assert_next_page_captures(site, tmp_path, browser_pid=pid)
+    assert_next_page_captures(site, tmp_path, browser_pid=browser.pid)
+    assert_no_download_kept(browser, started)
+
+
+def test_temporary_folders_left_by_dead_actors_are_removed() -> None:
+    parent = Path(tempfile.gettempdir())
+    stale = parent / "vellum-chromium-999999999-abc"  # no such process
+    (stale / "org.chromium.Chromium.x").mkdir(parents=True)
+    mine = parent / f"vellum-chromium-{os.getpid()}-keep"  # a live process's, not this browser's
+    mine.mkdir()
+
+    browser = shared_browser()
+
+    assert not stale.exists()
+    assert mine.exists()
+    assert browser.temp_dir.parent == parent
+    assert (
+        f"TMPDIR={browser.temp_dir}".encode() in Path(f"/proc/{browser.pid}/environ").read_bytes()
+    )
+    mine.rmdir()
+    close_shared_browser()
+    assert not browser.temp_dir.exists()
 
 
 # --- 6. redirects to what is not http(s) ---------------------------------------------------------
@@ -703,7 +778,7 @@ def test_a_redirect_of_the_page_to_another_scheme_is_refused(
 
     assert (output.outcome, output.error) == REFUSED_REDIRECTS[target]
     assert took < TIMEOUT + MARGIN
-    assert not list(out.iterdir())
+    assert folder_bytes(out) == 0
     assert not xdg_open_log.exists()  # no program was asked to open the URL
     assert_next_page_captures(site, tmp_path, browser_pid=pid)
 
@@ -730,10 +805,11 @@ def test_subresources_of_another_scheme_read_nothing_local(
 
     assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
     assert took < PAGE_TIMEOUT + MARGIN
-    captured = (out / output.output).read_bytes()
+    captured = captured_bytes(out, output)
     for form in readable_forms(SECRET_LINE):
         assert form not in captured
-    assert b"REDIRECTED-TO-" not in captured
+    if name != "recording":  # its WARC holds the redirects as they came, Location and all
+        assert b"REDIRECTED-TO-" not in captured
     if name == "dom":
         fetched = BeautifulSoup(captured, "lxml").find(id="fetched").get_text()
         assert sorted(fetched.split("\n")) == [
@@ -781,7 +857,7 @@ def test_a_page_that_asks_forever_times_out(
 
     assert (output.outcome, output.error) == timed_out(name)
     assert took < TIMEOUT + MARGIN
-    assert not list(out.iterdir())
+    assert nothing_kept(out, name)
     assert_recovered(site, tmp_path, first)
 
 
@@ -800,6 +876,6 @@ def test_a_script_that_never_returns_times_out_and_the_browser_recovers(
 
     assert (output.outcome, output.error) == timed_out(name)
     assert took < TIMEOUT + MARGIN
-    assert not list(out.iterdir())
+    assert nothing_kept(out, name)
     # The hung renderer is closed with its page, or the browser is killed with it.
     assert_recovered(site, tmp_path, first)

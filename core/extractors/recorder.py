@@ -54,7 +54,6 @@ WIRE_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-leng
 STILL_LOADING = "still loading when the page was recorded"
 BODY_GONE = "the browser no longer held its body"
 TOO_LARGE = "larger than MAX_DOWNLOAD_BYTES"
-PAGE_CLOSED = "its page was closed (a window the page opened)"
 
 # The recorder of each open browser context, found again from a page by ``recorder_of``.
 _recorders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -96,9 +95,9 @@ class Recorder:
 
         Requests are written in the order they were made; a redirect's response is written
         with an empty body (Chromium keeps none). Payloads stop being added once they reach
-        ``max_bytes`` in all: the rest are listed as missing, as is what a page closed since
-        made (core/extractors/browser.py closes every window a page opens). Raises OSError
-        when the file cannot be written.
+        ``max_bytes`` in all: the rest are listed as missing. What a window the page opened
+        fetched before it was closed (core/extractors/browser.py closes every one at once) is
+        not the page's, and is left out. Raises OSError when the file cannot be written.
         """
         # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
         from playwright.sync_api import Error as PlaywrightError
@@ -111,8 +110,10 @@ class Recorder:
             for request in list(self.requests):
                 try:
                     reason = self._write_exchange(writer, request, recording, max_bytes)
-                except PlaywrightError:  # its page closed: a window the visit closed at once
-                    reason = PAGE_CLOSED
+                except PlaywrightError:
+                    if _of_a_closed_window(request):
+                        continue
+                    reason = BODY_GONE
                 if reason:
                     recording.missing.append({"url": request.url, "reason": reason})
         return recording
@@ -169,6 +170,18 @@ def _on_finished(recorder: Recorder, request) -> None:
 
 def _on_failed(recorder: Recorder, request) -> None:
     recorder.failed[request] = f"chromium: {request.failure or 'failed'}"
+
+
+def _of_a_closed_window(request) -> bool:
+    """True when ``request`` was made by a window that is closed now (one the page opened,
+    which browser.py closed), or by no window that can still be asked."""
+    # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        return request.frame.page.is_closed()
+    except PlaywrightError:
+        return True
 
 
 def _declared_length(response) -> int:

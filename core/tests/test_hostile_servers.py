@@ -64,13 +64,14 @@ KINDS = {
     "screenshot": "chromium",
     "pdf": "chromium",
     "dom": "chromium",
+    "recording": "chromium",
     "singlefile": "singlefile",
     "git": "git",
     GIT_CLONE: GIT_CLONE,
 }
-# Slow-marked where they are not the quick representative of their kind: screenshot and pdf
-# load pages as dom does, and SingleFile costs 3 to 7 s a case.
-HEAVY_RUNNERS = ("screenshot", "pdf", "singlefile")
+# Slow-marked where they are not the quick representative of their kind: screenshot, pdf and
+# recording load pages as dom does, and SingleFile costs 3 to 7 s a case.
+HEAVY_RUNNERS = ("screenshot", "pdf", "recording", "singlefile")
 CASE_NUMBERS = itertools.count(1)
 
 
@@ -399,6 +400,7 @@ CONTENT_CASES = {
         "pdf": (Outcome.SUCCEEDED, ""),
         "dom": (Outcome.SUCCEEDED, ""),
         "singlefile": (Outcome.SUCCEEDED, ""),
+        "recording": (Outcome.SUCCEEDED, ""),
         "readability": (Outcome.SKIPPED, "not HTML (image/png)"),
         "media": NO_MEDIA,
         "git": NOT_A_REF_LIST,
@@ -416,6 +418,7 @@ CONTENT_CASES = {
         "pdf": (Outcome.SUCCEEDED, ""),
         "dom": (Outcome.SUCCEEDED, ""),
         "singlefile": (Outcome.SUCCEEDED, ""),
+        "recording": (Outcome.SUCCEEDED, ""),
         # trafilatura refuses a body that does not start like HTML and parses to no elements
         # (readability-lxml read the PNG's text chunks as a paragraph).
         "readability": (Outcome.SKIPPED, "no article text found"),
@@ -436,6 +439,7 @@ CONTENT_CASES = {
         "pdf": (Outcome.SUCCEEDED, ""),
         "dom": (Outcome.SUCCEEDED, ""),
         "singlefile": (Outcome.SUCCEEDED, ""),
+        "recording": (Outcome.SUCCEEDED, ""),
         "readability": (Outcome.SUCCEEDED, ""),  # its <base> is no URL: ignored
         "media": NO_MEDIA,
         "git": NOT_A_REF_LIST,

@@ -122,9 +122,22 @@ class Orchestrator:
                     self.on_tick(self)
                 if self._finished():
                     break
-                self.wait()
+                while not self._needs_tick(self.wait()):
+                    pass
         finally:
             self.shutdown()
+
+    def _needs_tick(self, wake: Wake) -> bool:
+        """False when ``wake`` holds only pings of due work of kinds whose actors all run
+        already: a tick could start no actor, and the writer pinged those actors itself."""
+        if wake.timed_out or wake.interrupted or wake.ready or self.draining or self.stopping:
+            return True
+        return any(
+            event != DUE
+            or kind not in self.kinds
+            or len(self.actors[kind]) < self.kinds[kind].concurrency
+            for event, kind in wake.pings
+        )
 
     def wait(self) -> Wake:
         """Wait until something may need a tick (see the module's docstring); return it."""

@@ -30,7 +30,7 @@ from orchestrator.claims import claim_next, hand_back
 from orchestrator.forking import fork_process
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.services import queue_hold
-from orchestrator.wakeups import DUE, FINAL, DatabaseListener, Listener, ping, wake_dir
+from orchestrator.wakeups import DUE, FINAL, DatabaseListener, Listener, Wake, ping, wake_dir
 from orchestrator.work import work_types
 
 LONG = 60  # seconds a wait may last: only a missing wake-up ever reaches it
@@ -416,3 +416,24 @@ def test_holding_a_crawl_or_the_queue_pings_the_orchestrator(wake_folder) -> Non
 
     assert crawl_held.pings == {(FINAL, "crawl")}
     assert queue_held.pings == {(FINAL, "queue")}
+
+
+def test_due_work_for_kinds_whose_actors_all_run_needs_no_tick(settings) -> None:
+    """Those actors were pinged by the writer itself; a tick could start none."""
+    settings.ACTORS_ARCHIVERESULT = 1
+    orchestrator = Orchestrator()
+    busy = fork_process(time.sleep, LONG)
+    orchestrator.actors["archiveresult"].append(busy)
+    try:
+        results_due = orchestrator._needs_tick(Wake(frozenset({(DUE, "archiveresult")})))
+        snapshots_due = orchestrator._needs_tick(Wake(frozenset({(DUE, "snapshot")})))
+        snapshot_sealed = orchestrator._needs_tick(Wake(frozenset({(FINAL, "snapshot")})))
+        safety_net = orchestrator._needs_tick(Wake())
+    finally:
+        os.kill(busy.pid, signal.SIGKILL)
+        busy.join()
+
+    assert results_due is False
+    assert snapshots_due is True  # no snapshot actor runs: one is started
+    assert snapshot_sealed is True  # add --wait's progress, a held-back snapshot
+    assert safety_net is True

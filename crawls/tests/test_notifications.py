@@ -240,7 +240,9 @@ def test_without_a_webhook_or_address_nothing_is_sent(
     with django_capture_on_commit_callbacks() as callbacks:
         crawl_seal(crawl=finished_crawl())
 
-    assert callbacks == [] and mailoutbox == []
+    # What is left once the orchestrator's wake-ups (orchestrator/wakeups.py) are set aside.
+    sending = [call for call in callbacks if not call.__module__.startswith("orchestrator.")]
+    assert sending == [] and mailoutbox == []
 
 
 # --- add ---------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def test_the_default_profile_archives_the_test_page_set(
     html = statuses(row["html"])
     assert set(html) == {
         "headers", "wget", "title", "favicon", "htmltotext", "outlinks", "screenshot", "pdf",
-        "dom", "singlefile", "readability", "media", "git",
+        "dom", "singlefile", "recording", "readability", "media", "git",
     }  # fmt: skip
     assert {name for name, status in html.items() if status != "succeeded"} == {"media", "git"}
     assert row["html"]["results"]["media"]["status"] == "skipped"

@@ -1,26 +1,31 @@
 """Fair under faults (issue 19, part 4), end to end: 100 good pages beside three hostile hosts.
 
-Two crawls, each run by a real orchestrator with its actors and the real curl and wget
-(headers, wget, title and favicon) on whatever database the suite uses: the 100 good pages of
-one server alone, then the same pages after three URLs on each of three hostile servers, on
-other ports of 127.0.0.1, that never answer, trickle a byte a second, or reset the connection
-(core/tests/hostile_site.py). Timeouts are short (EXTRACTOR_TIMEOUT 3 s, connect 2 s, two
-attempts, backoffs of at most 4 s) so that the test takes a few minutes.
+Crawls run by a real orchestrator with its actors and the real curl and wget (headers, wget,
+title and favicon) on whatever database the suite uses, ROUNDS times over: the 100 good pages
+of one server alone, then the same pages after three URLs on each of three hostile servers,
+new ones on other ports of 127.0.0.1 each round, that never answer, trickle a byte a second, or
+reset the connection (core/tests/hostile_site.py). Timeouts are short (EXTRACTOR_TIMEOUT 3 s,
+connect 2 s, two attempts, backoffs of at most 4 s) so that the test takes a few minutes.
 
 What must hold: every good page sealed with every result succeeded; every hostile result failed
 or skipped with its reason; nothing left started; each hostile host paused by its breaker, the
 good one never; no host ever ran more than HOST_CONCURRENCY results at once; hostile snapshots
 backed off as a whole (fewer runs against a hostile server than its results times their
-attempts); no double claim, no "database is locked", no traceback. The issue wants the good
-pages done within 1.3x their time alone: the figures are printed for the closing note, never
-asserted (a 2-core machine shared with other work times nothing reliably).
+attempts); no double claim, no "database is locked", no traceback.
+
+The issue wants the good pages done within 1.3x their time alone. That time runs from the
+crawl's first claim of a result (the orchestrator's start-up is not the pages') to the last
+good page sealed; the test prints it for every run and the ratio of the best of each kind, for
+the closing note, and never asserts it (a 2-core machine shared with other work times nothing
+reliably).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,6 +37,7 @@ from core.services.crawls import crawl_create
 from core.tests.hostile_site import HostileSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
+from orchestrator import claimlog
 from orchestrator.tests.many_pages import ManyPagesSite
 from orchestrator.tests.test_fault_injection import (
     Installation,
@@ -45,6 +51,7 @@ from orchestrator.tests.test_load import lines_matching
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
+ROUNDS = 2
 GOOD_PAGES = 100
 HOSTILE_PER_HOST = 3
 EXTRACTORS = ("headers", "wget", "title", "favicon")
@@ -67,9 +74,9 @@ HOSTILE = {
     "trickle": ("/trickle", ("timed out",)),
     "reset": ("/reset", ("replied with nothing", "network failure", "reset")),
 }
-RUN_LIMIT = 400  # seconds a crawl may take before the test fails
+RUN_LIMIT = 300  # seconds a crawl may take before the test fails
 SHARED = "page did not answer"  # the error of a result that shared another's failed attempt
-LOCKED = re.compile(rb"database is locked", re.IGNORECASE)
+PROBLEM_LINES = re.compile(rb"database is locked|Traceback", re.IGNORECASE)
 
 
 @pytest.fixture
@@ -80,15 +87,33 @@ def good_site() -> Iterator[ManyPagesSite]:
 
 
 @pytest.fixture
-def hostile_sites() -> Iterator[dict[str, HostileSite]]:
-    sites = {name: HostileSite().start() for name in HOSTILE}
-    yield sites
-    for site in sites.values():
+def hostile_servers() -> Iterator[Callable[[], dict[str, HostileSite]]]:
+    """Start a new set of the three hostile servers (new ports: hosts no breaker knows)."""
+    started: list[HostileSite] = []
+
+    def start() -> dict[str, HostileSite]:
+        sites = {name: HostileSite().start() for name in HOSTILE}
+        started.extend(sites.values())
+        return sites
+
+    yield start
+    for site in started:
         site.stop()
 
 
-def run_crawl(vellum: Installation, urls: list[str], name: str) -> Crawl:
+@dataclass
+class Run:
+    """One crawl, run to its seal: its installation, its crawl, and the seconds its good pages
+    took from the crawl's first claim of a result to the last of them sealed."""
+
+    vellum: Installation
+    crawl: Crawl
+    good_seconds: float = 0.0
+
+
+def run_crawl(vellum: Installation, urls: list[str], good_urls: list[str]) -> Run:
     """Queue ``urls`` as one crawl, run the orchestrator until it is sealed, stop it."""
+    name = vellum.data_dir.name
     crawl = crawl_create(data="\n".join(urls).encode(), source_name=f"{name}.txt")
     try:
         vellum.start_orchestrator()
@@ -106,14 +131,27 @@ def run_crawl(vellum: Installation, urls: list[str], name: str) -> Crawl:
         )
     finally:
         vellum.kill_everything()
-    return Crawl.objects.get(pk=crawl.pk)
+    run = Run(vellum, Crawl.objects.get(pk=crawl.pk))
+    first = min(hold.start for hold in result_holds(run))
+    good = Snapshot.objects.filter(crawl=crawl, url__in=good_urls)
+    last = max(good.values_list("end_ts", flat=True))
+    run.good_seconds = (last - first).total_seconds()
+    return run
 
 
-def seconds_to_seal(crawl: Crawl, urls: list[str]) -> float:
-    """Seconds from the crawl's creation to the last of ``urls``' snapshots sealed."""
-    snapshots = Snapshot.objects.filter(crawl=crawl, url__in=urls)
-    last = max(snapshots.values_list("end_ts", flat=True))
-    return (last - crawl.created_at).total_seconds()
+def result_holds(run: Run, urls: list[str] | None = None) -> list[claimlog.Hold]:
+    """The claims log's holds of the crawl's results (of ``urls`` only, if given)."""
+    results = ArchiveResult.objects.filter(snapshot__crawl=run.crawl)
+    if urls is not None:
+        results = results.filter(snapshot__url__in=urls)
+    pks = {str(pk) for pk in results.values_list("pk", flat=True)}
+    holds = claimlog.read_holds(run.vellum.logs_dir / "claims.jsonl")
+    return [hold for hold in holds if hold.kind == "archiveresult" and hold.pk in pks]
+
+
+def actor_seconds(run: Run, urls: list[str]) -> float:
+    """Seconds actors held results of ``urls``, added up (from the claims log)."""
+    return sum((hold.end - hold.start).total_seconds() for hold in result_holds(run, urls))
 
 
 def most_at_once(results) -> int:
@@ -131,98 +169,121 @@ def most_at_once(results) -> int:
     return most
 
 
-def check_quiet_logs(vellum: Installation) -> list[str]:
-    """Lines of the installation's logs that say "database is locked" or hold a traceback."""
-    return lines_matching(vellum.logs_dir, LOCKED) + lines_matching(
-        vellum.logs_dir, re.compile(rb"Traceback")
-    )
+def host_of(url: str) -> str:
+    return url.split("/")[2]
 
 
-@pytest.mark.timeout(2 * RUN_LIMIT + 180)
+def check_good_pages(run: Run, good_urls: list[str]) -> None:
+    """Every good page sealed, every one of its results succeeded."""
+    good = Snapshot.objects.filter(crawl=run.crawl, url__in=good_urls)
+    assert good.count() == len(good_urls)
+    assert set(good.values_list("status", flat=True)) == {SnapshotStatus.SEALED}
+    results = ArchiveResult.objects.filter(snapshot__in=good)
+    assert results.count() == len(good_urls) * len(EXTRACTORS)
+    assert set(results.values_list("status", flat=True)) == {ResultStatus.SUCCEEDED}
+
+
+def check_hostile_pages(
+    run: Run, sites: dict[str, HostileSite], urls: dict[str, list[str]]
+) -> dict[str, int]:
+    """Every hostile result failed or skipped with its reason; each hostile host's breaker
+    opened; each hostile snapshot backed off as a whole. Return the page requests each hostile
+    server saw."""
+    requests = {}
+    for name, site in sites.items():
+        results = ArchiveResult.objects.filter(
+            snapshot__crawl=run.crawl, snapshot__url__in=urls[name]
+        )
+        assert results.count() == HOSTILE_PER_HOST * len(EXTRACTORS)
+        for result in results:
+            assert result.status in (ResultStatus.FAILED, ResultStatus.SKIPPED), result.error
+            assert any(word in result.error for word in HOSTILE[name][1]), (name, result.error)
+        host = Host.objects.get(name=host_of(site.url("/")))
+        assert host.failures >= 3, (name, host.status, host.failures, host.error)
+        # Runs of each result's every attempt would make this many requests; shared failures
+        # spare some. (favicon's request for /favicon.ico is not the page's, and not counted.)
+        requests[name] = site.requests_containing(HOSTILE[name][0])
+        assert requests[name] < HOSTILE_PER_HOST * len(EXTRACTORS) * MAX_ATTEMPTS, requests
+        assert results.filter(error__contains=SHARED).exists(), name
+    return requests
+
+
+def check_run(run: Run, hosts: list[str]) -> None:
+    """Nothing left started; no host over HOST_CONCURRENCY; no double claim; quiet logs."""
+    assert not ArchiveResult.objects.filter(
+        snapshot__crawl=run.crawl, status=ResultStatus.STARTED
+    ).exists()
+    assert not Snapshot.objects.filter(crawl=run.crawl, status=SnapshotStatus.STARTED).exists()
+    for host in hosts:
+        results = ArchiveResult.objects.filter(snapshot__crawl=run.crawl, snapshot__host=host)
+        assert most_at_once(results) <= HOST_CONCURRENCY, (run.crawl.pk, host)
+    claims = check_claims(run.vellum.logs_dir / "claims.jsonl", run.crawl)
+    assert claims.double_claims == [], "\n".join(map(str, claims.double_claims[:20]))
+    problems = lines_matching(run.vellum.logs_dir, PROBLEM_LINES)
+    assert problems == [], "\n".join(problems[:20])
+
+
+@pytest.mark.timeout(2 * ROUNDS * RUN_LIMIT + 180)
 def test_good_pages_keep_flowing_while_hostile_hosts_wait(
-    good_site: ManyPagesSite, hostile_sites: dict[str, HostileSite], settings, tmp_path: Path
+    good_site: ManyPagesSite, hostile_servers, settings, tmp_path: Path
 ) -> None:
     settings.EXTRACTORS = list(EXTRACTORS)
     good_urls = good_site.urls()
-    hostile_urls = {
-        name: [site.url(f"{HOSTILE[name][0]}?n={n}") for n in range(HOSTILE_PER_HOST)]
-        for name, site in hostile_sites.items()
-    }
-    every_hostile = [url for urls in hostile_urls.values() for url in urls]
+    good_host = host_of(good_urls[0])
+    alone_runs: list[Run] = []
+    mixed_runs: list[Run] = []
+    for round_number in range(1, ROUNDS + 1):
+        alone = Installation(tmp_path / f"alone-{round_number}", settings, **FAIR_ENV)
+        alone_runs.append(run_crawl(alone, good_urls, good_urls))
+        check_good_pages(alone_runs[-1], good_urls)
+        check_run(alone_runs[-1], [good_host])
 
-    alone = Installation(tmp_path / "alone", settings, **FAIR_ENV)
-    alone_crawl = run_crawl(alone, good_urls, "alone")
-    alone_claims = check_claims(alone.logs_dir / "claims.jsonl", alone_crawl)
-    alone_noise = check_quiet_logs(alone)
+        sites = hostile_servers()
+        hostile = {
+            name: [site.url(f"{HOSTILE[name][0]}?n={n}") for n in range(HOSTILE_PER_HOST)]
+            for name, site in sites.items()
+        }
+        every_hostile = [url for urls in hostile.values() for url in urls]
+        mixed = Installation(tmp_path / f"mixed-{round_number}", settings, **FAIR_ENV)
+        # The hostile URLs first: their snapshots start first and meet the actors first.
+        run = run_crawl(mixed, every_hostile + good_urls, good_urls)
+        mixed_runs.append(run)
+        check_good_pages(run, good_urls)
+        requests = check_hostile_pages(run, sites, hostile)
+        check_run(run, [good_host, *(host_of(urls[0]) for urls in hostile.values())])
+        good_row = Host.objects.get(name=good_host)
+        assert (good_row.status, good_row.failures) == (HostStatus.OK, 0)
 
-    mixed = Installation(tmp_path / "mixed", settings, **FAIR_ENV)
-    # The hostile URLs first: their snapshots start first and meet the actors first.
-    mixed_crawl = run_crawl(mixed, every_hostile + good_urls, "mixed")
-    mixed_claims = check_claims(mixed.logs_dir / "claims.jsonl", mixed_crawl)
-    mixed_noise = check_quiet_logs(mixed)
-
-    good_alone = seconds_to_seal(alone_crawl, good_urls)
-    good_mixed = seconds_to_seal(mixed_crawl, good_urls)
-    hostile_results = ArchiveResult.objects.filter(
-        snapshot__crawl=mixed_crawl, snapshot__url__in=every_hostile
-    )
-    page_requests = {
-        name: site.requests_containing(HOSTILE[name][0]) for name, site in hostile_sites.items()
-    }
-    hosts = {site.url("/").split("/")[2]: name for name, site in hostile_sites.items()}
-    good_host = good_site.url("/").split("/")[2]
+        print(
+            "\n"
+            + summary(
+                f"fair under faults on {connection.vendor}, round {round_number}",
+                good_alone_s=round(alone_runs[-1].good_seconds, 1),
+                good_with_hostile_s=round(run.good_seconds, 1),
+                actor_s_on_good_host=(
+                    round(actor_seconds(alone_runs[-1], good_urls), 1),
+                    round(actor_seconds(run, good_urls), 1),
+                ),
+                actor_s_on_hostile_hosts=round(actor_seconds(run, every_hostile), 1),
+                hostile_page_requests=requests,
+                shared_failures=ArchiveResult.objects.filter(
+                    snapshot__crawl=run.crawl, error__contains=SHARED
+                ).count(),
+                hostile_hosts_failures={
+                    name: Host.objects.get(name=host_of(urls[0])).failures
+                    for name, urls in hostile.items()
+                },
+            )
+        )
+    best_alone = min(run.good_seconds for run in alone_runs)
+    best_mixed = min(run.good_seconds for run in mixed_runs)
     print(
-        "\n"
-        + summary(
+        summary(
             f"fair under faults on {connection.vendor}",
             good_pages=len(good_urls),
-            hostile_urls=len(every_hostile),
-            good_alone_s=round(good_alone, 1),
-            good_with_hostile_s=round(good_mixed, 1),
-            ratio=round(good_mixed / good_alone, 2),
-            mixed_crawl_sealed_after_s=round(
-                (mixed_crawl.end_ts - mixed_crawl.created_at).total_seconds(), 1
-            ),
-            hostile_page_requests=page_requests,
-            hostile_results=hostile_results.count(),
-            shared_failures=hostile_results.filter(error__contains=SHARED).count(),
-            hosts={h.name: (h.status, h.failures) for h in Host.objects.all()},
+            hostile_urls=3 * HOSTILE_PER_HOST,
+            best_good_alone_s=round(best_alone, 1),
+            best_good_with_hostile_s=round(best_mixed, 1),
+            ratio=round(best_mixed / best_alone, 2),
         )
     )
-
-    # Every good page sealed, every one of its results succeeded.
-    for crawl in (alone_crawl, mixed_crawl):
-        good = Snapshot.objects.filter(crawl=crawl, url__in=good_urls)
-        assert good.count() == len(good_urls)
-        assert set(good.values_list("status", flat=True)) == {SnapshotStatus.SEALED}
-        results = ArchiveResult.objects.filter(snapshot__in=good)
-        assert results.count() == len(good_urls) * len(EXTRACTORS)
-        assert set(results.values_list("status", flat=True)) == {ResultStatus.SUCCEEDED}
-    # Every hostile result failed or skipped, saying why; nothing stays started.
-    assert hostile_results.count() == len(every_hostile) * len(EXTRACTORS)
-    for result in hostile_results.select_related("snapshot"):
-        name = next(n for n, urls in hostile_urls.items() if result.snapshot.url in urls)
-        assert result.status in (ResultStatus.FAILED, ResultStatus.SKIPPED), result.error
-        assert any(word in result.error for word in HOSTILE[name][1]), (name, result.error)
-    started = ArchiveResult.objects.filter(status=ResultStatus.STARTED).count()
-    assert started == 0
-    assert not Snapshot.objects.filter(status=SnapshotStatus.STARTED).exists()
-    # Each hostile host's breaker opened; the good host's never did.
-    for host in Host.objects.filter(name__in=hosts):
-        assert host.failures >= 3, (hosts[host.name], host.failures, host.error)
-    good_row = Host.objects.get(name=good_host)
-    assert (good_row.status, good_row.failures) == (HostStatus.OK, 0)
-    # A hostile snapshot backed off as a whole: its server saw fewer runs than its results
-    # times their attempts, and some results shared another's failed attempt.
-    for name, requests in page_requests.items():
-        assert requests < HOSTILE_PER_HOST * len(EXTRACTORS) * MAX_ATTEMPTS, (name, requests)
-    assert hostile_results.filter(error__contains=SHARED).exists()
-    # No host ran more than HOST_CONCURRENCY results at once.
-    for crawl in (alone_crawl, mixed_crawl):
-        for host in [good_host, *hosts]:
-            results = ArchiveResult.objects.filter(snapshot__crawl=crawl, snapshot__host=host)
-            assert most_at_once(results) <= HOST_CONCURRENCY, (crawl.pk, host)
-    # The claims and the logs.
-    for claims in (alone_claims, mixed_claims):
-        assert claims.double_claims == [], "\n".join(map(str, claims.double_claims[:20]))
-    assert alone_noise == [] and mixed_noise == [], "\n".join((alone_noise + mixed_noise)[:20])

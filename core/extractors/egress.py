@@ -257,7 +257,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.proxy.note_unreachable(target, problem)
         self._answer(status, problem[0].upper() + problem[1:], error_type)
 
-    def _answer(self, status: int, reason: str, error_type: str) -> None:
+    def _answer(self, status: int, reason: str, error_type: str = "http_request_error") -> None:
         """Send the client an error of our own; ``reason`` is also the reason phrase.
 
         The answer carries a ``Proxy-Status`` field (RFC 9209) naming PROXY_NAME and the

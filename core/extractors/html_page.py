@@ -22,6 +22,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from bs4 import BeautifulSoup
 from bs4.dammit import EncodingDetector
+from django.conf import settings
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
@@ -178,12 +179,20 @@ def _final_response(warc: Path, url: str) -> tuple[str, dict[str, str], bytes] |
 
 
 def _body_of(warc: Path, url: str) -> bytes:
-    """The payload of ``url``'s first response record in ``warc``, decoded (warcio)."""
+    """The payload of ``url``'s first response record in ``warc``, decoded (warcio).
+
+    Raises ValueError when the decoded payload is larger than MAX_DOWNLOAD_BYTES (a gzip
+    bomb): the caller then fetches the page, and curl's bound says why it failed.
+    """
+    limit = settings.MAX_DOWNLOAD_BYTES
     with open(warc, "rb") as stream:
         for record in ArchiveIterator(stream):
             uri = record.rec_headers.get_header("WARC-Target-URI")
             if record.rec_type == "response" and uri in (url, _with_root_path(url)):
-                return record.content_stream().read()
+                body = record.content_stream().read(limit + 1)
+                if len(body) > limit:
+                    raise ValueError(f"{url}: decoded body larger than {limit} bytes")
+                return body
     return b""
 
 

@@ -37,6 +37,7 @@ from core.extractors.browser import (
     shared_browser,
 )
 from core.extractors.errors import (
+    UNREACHABLE_NET_ERRORS,
     Outcome,
     classify_http_status,
     egress_failure,
@@ -56,26 +57,15 @@ SETTLE_SECONDS = 5
 # not fail (Chromium then never fires ``load``).
 LOAD_POLL_SECONDS = 0.25
 
-# Chromium's network errors (net/base/net_error_list.h) that a later attempt may not meet.
-TEMPORARY_NET_ERRORS = frozenset(
-    {
-        "ERR_CONNECTION_REFUSED",
-        "ERR_CONNECTION_RESET",
-        "ERR_CONNECTION_CLOSED",
-        "ERR_CONNECTION_ABORTED",
-        "ERR_CONNECTION_TIMED_OUT",
-        "ERR_TIMED_OUT",
-        "ERR_EMPTY_RESPONSE",
-        "ERR_NAME_NOT_RESOLVED",
-        "ERR_NAME_RESOLUTION_FAILED",
-        "ERR_ADDRESS_UNREACHABLE",
-        "ERR_INTERNET_DISCONNECTED",
-        "ERR_NETWORK_CHANGED",
-        "ERR_HTTP2_PROTOCOL_ERROR",
-        "ERR_CONTENT_LENGTH_MISMATCH",  # the body was cut short (curl's exit 18)
-        "ERR_INCOMPLETE_CHUNKED_ENCODING",
-    }
-)
+# Chromium's network errors (net/base/net_error_list.h) that a later attempt may not meet:
+# those that say the server was not reached (errors.py), and these.
+TEMPORARY_NET_ERRORS = UNREACHABLE_NET_ERRORS | {
+    "ERR_INTERNET_DISCONNECTED",
+    "ERR_NETWORK_CHANGED",
+    "ERR_HTTP2_PROTOCOL_ERROR",
+    "ERR_CONTENT_LENGTH_MISMATCH",  # the body was cut short (curl's exit 18)
+    "ERR_INCOMPLETE_CHUNKED_ENCODING",
+}
 # What the rendering extractors render: web pages, images and text. Anything else (a PDF, an
 # archive, JSON) Chromium shows in a viewer or downloads; wget keeps it as it was served.
 RENDERED_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "image/")

@@ -153,47 +153,36 @@ def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
 
 
 def _final_response(warc: Path, url: str) -> tuple[str, dict[str, str], bytes] | None:
-    """Return (URL, header fields, body) of the 2xx response ``url`` leads to in ``warc``,
-    following up to MAX_SAVED_REDIRECTS redirects; None if the chain leaves the WARC or ends
-    in anything but a 2xx."""
-    answers: dict[str, tuple[int, dict[str, str]]] = {}
-    with open(warc, "rb") as stream:
-        for record in ArchiveIterator(stream):
-            if record.rec_type == "response" and record.http_headers is not None:
-                uri = record.rec_headers.get_header("WARC-Target-URI")
-                status = int(record.http_headers.get_statuscode() or 0)
-                answers.setdefault(uri, (status, dict(record.http_headers.headers)))
-    current = url
-    for _hop in range(MAX_SAVED_REDIRECTS + 1):
-        known = answers.get(current) or answers.get(_with_root_path(current))
-        if known is None:
-            return None
-        status, headers = known
-        if 300 <= status < 400 and header(headers, "Location"):
-            current = urljoin(current, header(headers, "Location"))
-            continue
-        if not 200 <= status < 300:
-            return None
-        return current, headers, _body_of(warc, current)
-    return None
+    """Return (URL, header fields, decoded body) of the 2xx response ``url`` leads to in
+    ``warc``, following up to MAX_SAVED_REDIRECTS redirects; None if the chain leaves the WARC
+    or ends in anything but a 2xx.
 
-
-def _body_of(warc: Path, url: str) -> bytes:
-    """The payload of ``url``'s first response record in ``warc``, decoded (warcio).
-
-    Raises ValueError when the decoded payload is larger than MAX_DOWNLOAD_BYTES (a gzip
-    bomb): the caller then fetches the page, and curl's bound says why it failed.
+    One pass, stopping at the page: wget writes each hop of a redirect, then the page, before
+    the page's requisites. Raises ValueError when the decoded body is larger than
+    MAX_DOWNLOAD_BYTES (a gzip bomb): the caller then fetches the page, and curl's bound says
+    why it failed.
     """
     limit = settings.MAX_DOWNLOAD_BYTES
+    wanted, hops = {url, _with_root_path(url)}, 0
     with open(warc, "rb") as stream:
         for record in ArchiveIterator(stream):
             uri = record.rec_headers.get_header("WARC-Target-URI")
-            if record.rec_type == "response" and uri in (url, _with_root_path(url)):
-                body = record.content_stream().read(limit + 1)
-                if len(body) > limit:
-                    raise ValueError(f"{url}: decoded body larger than {limit} bytes")
-                return body
-    return b""
+            if record.rec_type != "response" or record.http_headers is None or uri not in wanted:
+                continue
+            status = int(record.http_headers.get_statuscode() or 0)
+            headers = dict(record.http_headers.headers)
+            location = header(headers, "Location")
+            if 300 <= status < 400 and location and hops < MAX_SAVED_REDIRECTS:
+                target = urljoin(uri, location)
+                wanted, hops = {target, _with_root_path(target)}, hops + 1
+                continue
+            if not 200 <= status < 300:
+                return None
+            body = record.content_stream().read(limit + 1)
+            if len(body) > limit:
+                raise ValueError(f"{uri}: decoded body larger than {limit} bytes")
+            return uri, headers, body
+    return None
 
 
 def _with_root_path(url: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
@@ -135,6 +136,17 @@ def chromium_pids(data_dir: Path | str | None = None) -> set[int]:
 
 
 # --- small helpers for extractor tests -----------------------------------------------------------
+
+
+def wait_until(condition, seconds: float = 10) -> bool:
+    """Return True once ``condition()`` holds, checking every 0.1 s for up to ``seconds``;
+    then return what it says one last time (a process that takes a moment to exit)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
 
 
 def unused_port() -> int:

@@ -22,7 +22,7 @@ from bs4 import BeautifulSoup
 from django.conf import settings as django_settings
 from PIL import Image
 
-from archive.testing import chromium_pids, process_cmdline, unused_port
+from archive.testing import chromium_pids, process_cmdline, unused_port, wait_until
 from core.extractors import browser as browser_module
 from core.extractors.base import Extractor, ExtractorOutput
 from core.extractors.browser import CHROMIUM_FLAGS, close_shared_browser, shared_browser
@@ -51,15 +51,6 @@ def _no_chromium_left(request):
 def ours() -> set[int]:
     """This test session's Chromium processes (other test runs may have theirs)."""
     return chromium_pids(django_settings.DATA_DIR)
-
-
-def wait_until(condition, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def run(extractor: Extractor, url: str, out_dir: Path) -> ExtractorOutput:

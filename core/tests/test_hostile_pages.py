@@ -21,9 +21,7 @@ import gzip
 import logging
 import os
 import tempfile
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -36,13 +34,14 @@ from bs4 import BeautifulSoup
 from django.conf import settings as django_settings
 from PIL import Image
 
-from archive.testing import LocalServer, chromium_pids, process_cmdline
+from archive.testing import chromium_pids, process_cmdline, wait_until
 from core.extractors.base import ExtractorOutput
 from core.extractors.browser import Browser, close_shared_browser, shared_browser
 from core.extractors.dom import DomExtractor
 from core.extractors.errors import Outcome
 from core.extractors.registry import get_extractor
 from core.extractors.screenshot import MAX_HEIGHT
+from core.tests.hostile_site import HostileSite
 
 pytestmark = pytest.mark.browser
 
@@ -306,28 +305,14 @@ class HostilePageHandler(BaseHTTPRequestHandler):
         """Keep test output quiet."""
 
 
-class HostilePageSite(LocalServer):
-    """The running site: ``url(path)``; how often each path (with its query) was asked for,
-    and how many body bytes were sent for it."""
-
-    def __init__(self) -> None:
-        self.requests: Counter[str] = Counter()
-        self._sent: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        super().__init__()
+class HostilePageSite(HostileSite):
+    """The running site: ``url(path)``; how often each path (with its query) was asked for
+    (``requests``), and how many body bytes were sent for it (``sent_under``)."""
 
     def handler(self):
         return type("BoundHostilePageHandler", (HostilePageHandler,), {"site": self})
 
-    def record(self, path: str) -> None:
-        with self._lock:
-            self.requests[path] += 1
-
-    def count_sent(self, path: str, size: int) -> None:
-        with self._lock:
-            self._sent[path] += size
-
-    def sent(self, prefix: str) -> int:
+    def sent_under(self, prefix: str) -> int:
         """Body bytes sent for every request whose path (with query) starts with ``prefix``."""
         with self._lock:
             return sum(size for path, size in self._sent.items() if path.startswith(prefix))
@@ -354,15 +339,6 @@ def site() -> Iterator[HostilePageSite]:
 def ours() -> set[int]:
     """This test session's Chromium processes (other test runs may have theirs)."""
     return chromium_pids(django_settings.DATA_DIR)
-
-
-def wait_until(condition, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 @pytest.fixture(autouse=True)
@@ -465,7 +441,7 @@ def test_a_page_that_never_finishes_loading_times_out(
     assert (output.outcome, output.error) == timed_out(name)
     assert took < TIMEOUT + MARGIN
     assert nothing_kept(tmp_path / "out", name)
-    assert site.sent("/trickle") < 1000  # a short start, and a byte every 0.2 s
+    assert site.sent_under("/trickle") < 1000  # a short start, and a byte every 0.2 s
     assert_recovered(site, tmp_path, first)
 
 
@@ -536,7 +512,7 @@ def test_a_huge_video_is_not_read_whole(
     assert folder_bytes(out) <= MAX_BYTES
     # Chromium gave up on zeros it cannot decode after a few MB: nothing near the GiB was
     # read, so nothing near it was held in memory.
-    assert 0 < site.sent("/video") < GIB // 16
+    assert 0 < site.sent_under("/video") < GIB // 16
     assert_next_page_captures(site, tmp_path, browser_pid=pid)
 
 
@@ -664,7 +640,7 @@ def test_downloads_a_page_starts_are_refused_and_the_page_captured(
         assert "SCRIPT-RAN" in captured_text(out, output)
     assert f"{name}: refused 2 downloads started by {url}" in caplog.messages
     assert site.asked("/attachment") == 2
-    assert site.sent("/attachment") < GIB // 16
+    assert site.sent_under("/attachment") < GIB // 16
     assert_next_page_captures(site, tmp_path, browser_pid=browser.pid)
     assert_no_download_kept(browser, started)
 
@@ -702,7 +678,7 @@ def test_a_url_that_is_a_download_is_skipped(
     assert took < TIMEOUT + MARGIN
     assert folder_bytes(out) == 0
     # SingleFile's probe of the content type reads at most MAX_DOWNLOAD_BYTES, then deletes it.
-    assert site.sent("/attachment") < GIB // 16
+    assert site.sent_under("/attachment") < GIB // 16
     assert_next_page_captures(site, tmp_path, browser_pid=browser.pid)
     assert_no_download_kept(browser, started)
 

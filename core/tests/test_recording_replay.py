@@ -34,17 +34,14 @@ from archive.testing import artifact_path
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.browser import close_shared_browser
 from core.folder.wacz import WACZ_NAME
-from core.models import ArchiveResult, Snapshot
-from core.services.crawls import crawl_create, crawl_tick
-from core.services.results import result_tick
-from core.services.snapshots import snapshot_tick
+from core.models import Snapshot
+from core.services.crawls import crawl_create
 from core.tests.difficult_site import FONT_FAMILY, PAGES, DifficultSite, Page
 from core.tests.ocr import tesseract_available, text_in_image
+from core.tests.pipeline import archive_crawl
 from core.tests.test_isolation import staff_browser
 from core.tests.test_recording import RECORDING_WARC, Record, answers, read_warc
 from core.tests.test_replay_theft import open_replay, replayed
-from crawls.choices import CrawlStatus
-from crawls.models import Crawl
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -70,20 +67,6 @@ def own_data_dir(settings, tmp_path: Path) -> Iterator[None]:
     close_shared_browser()  # one of this DATA_DIR's own
     yield
     close_shared_browser()
-
-
-def archive_crawl(crawl: Crawl) -> Crawl:
-    """Tick ``crawl``, its snapshots and their results in this process until it is sealed."""
-    for _ in range(40):
-        crawl = Crawl.objects.get(pk=crawl.pk)
-        if crawl.status == CrawlStatus.SEALED:
-            return crawl
-        crawl_tick(crawl=crawl)
-        for snapshot in Snapshot.objects.for_crawl(crawl).active():
-            snapshot_tick(snapshot=snapshot)
-        for result in ArchiveResult.objects.filter(snapshot__crawl=crawl).active():
-            result_tick(result=result)
-    raise AssertionError(f"crawl {crawl.pk} did not finish: {crawl.status}")
 
 
 def archived(site: DifficultSite, key: str) -> Snapshot:

@@ -26,11 +26,10 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.folder.index_json import NO_MANIFEST, STALE_MANIFEST
 from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, sha256_file, write_manifest
 from core.models import ArchiveResult, Snapshot, Tag
-from core.services.crawls import CrawlOptions, crawl_create, crawl_tick
+from core.services.crawls import CrawlOptions, crawl_create
 from core.services.rearchive import snapshot_rearchive
 from core.services.reindex import archive_reindex
-from core.services.results import result_tick
-from core.services.snapshots import snapshot_tick
+from core.tests.pipeline import archive_crawl
 from core.tests.site import LiveSite
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -72,20 +71,6 @@ def own_data_dir(settings, tmp_path) -> None:
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def archive_crawl(crawl: Crawl) -> Crawl:
-    """Tick ``crawl``, its snapshots and their results in this process until it is sealed."""
-    for _ in range(40):
-        crawl = Crawl.objects.get(pk=crawl.pk)
-        if crawl.status == CrawlStatus.SEALED:
-            return crawl
-        crawl_tick(crawl=crawl)
-        for snapshot in Snapshot.objects.for_crawl(crawl).active():
-            snapshot_tick(snapshot=snapshot)
-        for result in ArchiveResult.objects.filter(snapshot__crawl=crawl).active():
-            result_tick(result=result)
-    raise AssertionError(f"crawl {crawl.pk} did not finish: {crawl.status}")
 
 
 def archived(live_site: LiveSite, *paths: str, depth: int = 0, **options) -> Crawl:

@@ -24,7 +24,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import quote
@@ -41,7 +40,7 @@ from core.extractors.dom import DomExtractor
 from core.extractors.errors import Outcome
 from core.extractors.registry import get_extractor
 from core.extractors.screenshot import MAX_HEIGHT
-from core.tests.hostile_site import HostileSite
+from core.tests.hostile_site import HostileHandler, HostileSite
 
 pytestmark = pytest.mark.browser
 
@@ -206,11 +205,10 @@ PAGES = {
 }
 
 
-class HostilePageHandler(BaseHTTPRequestHandler):
-    """Serve PAGES, and the routes below that misbehave; anything else is a 404."""
+class HostilePageHandler(HostileHandler):
+    """Serve PAGES, and the routes below that misbehave; anything else is a 404. The hostile
+    site's handler gives it ``send_response`` (the connection closes), ``write`` (counted)."""
 
-    # HTTP/1.0: a body without Content-Length ends when the connection closes.
-    protocol_version = "HTTP/1.0"
     site: HostilePageSite
 
     def do_GET(self) -> None:
@@ -235,26 +233,8 @@ class HostilePageHandler(BaseHTTPRequestHandler):
         else:
             self.send_body(b"<title>Not here</title>", status=HTTPStatus.NOT_FOUND)
 
-    def send_response(self, code: int, message: str | None = None) -> None:
-        super().send_response(code, message)
-        self.send_header("Connection", "close")
-
     def send_body(self, body: bytes, *, status: int = HTTPStatus.OK) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.write(body)
-
-    def write(self, data: bytes) -> bool:
-        """Send ``data``, counting it for the path; return False once the client has gone."""
-        try:
-            self.wfile.write(data)
-            self.wfile.flush()
-        except OSError:
-            return False
-        self.site.count_sent(self.path, len(data))
-        return True
+        self.send_html(status, body)
 
     def redirect(self, location: str) -> None:
         self.send_response(HTTPStatus.FOUND)
@@ -300,9 +280,6 @@ class HostilePageHandler(BaseHTTPRequestHandler):
         for _ in range(GIB // len(CHUNK)):
             if self.site.release.is_set() or not self.write(CHUNK):
                 return
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Keep test output quiet."""
 
 
 class HostilePageSite(HostileSite):

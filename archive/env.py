@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from croniter import croniter
 from django.core.exceptions import ImproperlyConfigured
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -23,6 +24,26 @@ FALSE_WORDS = {"0", "false", "no", "off", ""}
 def env_str(name: str, default: str) -> str:
     """Return the variable's value, or ``default`` when it is unset."""
     return os.environ.get(name, default)
+
+
+def is_cron(expression: str) -> bool:
+    """Whether ``expression`` is five cron fields (minute hour day-of-month month day-of-week)
+    that croniter can read, the one cron reader of both the settings and crawl schedules."""
+    return len(expression.split()) == 5 and croniter.is_valid(expression)
+
+
+def env_cron(name: str, default: str) -> str:
+    """Return the variable as a five-field cron expression (``is_cron``).
+
+    Raises ImproperlyConfigured for anything else.
+    """
+    expression = os.environ.get(name, default)
+    if not is_cron(expression):
+        raise ImproperlyConfigured(
+            f"{name}={expression!r}: not a cron expression of five fields "
+            "(minute hour day month weekday), e.g. '30 3 * * *'"
+        )
+    return expression
 
 
 def env_bool(name: str, default: bool) -> bool:

@@ -11,11 +11,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
-import huey
 from django.core.exceptions import ImproperlyConfigured
 
 from archive.env import (
     env_bool,
+    env_cron,
     env_int,
     env_json_object,
     env_list,
@@ -91,7 +91,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
-    "django_huey",
     "axes",
     "ninja",  # the API docs page with its own Swagger UI files, not a CDN's (archive/api.py)
     "django_fsm",  # its admin templates: the transition buttons (core/admin/transitions.py)
@@ -214,14 +213,7 @@ STORAGE_MAX_ATTEMPTS = env_int("STORAGE_MAX_ATTEMPTS", 10, minimum=1)
 STORAGE_LEASE_SECONDS = env_int("STORAGE_LEASE_SECONDS", 1800, minimum=1)
 # When the scheduled fixity audit runs (cron fields: minute hour day month weekday), and how many
 # days a snapshot's last check stays fresh enough to skip.
-FIXITY_AUDIT_CRON = env_str("FIXITY_AUDIT_CRON", "30 3 * * *")
-try:
-    _cron_fields = FIXITY_AUDIT_CRON.split()
-    if len(_cron_fields) != 5:
-        raise ValueError("it needs five fields: minute hour day month weekday")
-    huey.crontab(*_cron_fields, strict=True)
-except ValueError as _error:
-    raise ImproperlyConfigured(f"FIXITY_AUDIT_CRON={FIXITY_AUDIT_CRON!r}: {_error}") from None
+FIXITY_AUDIT_CRON = env_cron("FIXITY_AUDIT_CRON", "30 3 * * *")
 FIXITY_AUDIT_INTERVAL_DAYS = env_number("FIXITY_AUDIT_INTERVAL_DAYS", 30, minimum=0)
 
 # --- huey (django-huey): side work; SQLite-backed by default, Redis when REDIS_URL is set ---------

@@ -7,5 +7,5 @@ class CrawlsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported for what they register: the system checks, and the receiver that queues a
-        # sealed crawl's notification.
-        from crawls import checks, tasks  # noqa: F401
+        # sealed crawl's notification (the huey consumer finds crawls/tasks.py by itself).
+        from crawls import checks, receivers  # noqa: F401

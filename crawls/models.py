@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from archive.env import is_cron
 from core.extractors.behaviours import BehaviourOptions
 from crawls.choices import CrawlStatus
 from crawls.profiles import PlannedStep, default_steps, plan_steps
@@ -260,7 +261,7 @@ def cron_next(expression: str, after) -> datetime:
     """The first time strictly after ``after`` (an aware datetime) that the 5-field cron
     ``expression`` names, read in settings.TIME_ZONE (croniter's rules). Raises ValueError for an
     invalid expression."""
-    if len(expression.split()) != 5 or not croniter.is_valid(expression):
+    if not is_cron(expression):
         raise ValueError(
             f"invalid cron expression {expression!r}: five fields, minute hour day-of-month "
             "month day-of-week, e.g. '0 * * * *' (hourly) or '30 2 * * 1' (Mondays at 02:30)"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.dispatch import receiver
 from django_huey import db_periodic_task, db_task
 from huey import crontab
 
@@ -28,17 +27,9 @@ from crawls.notifications import (
     send_report_email,
     webhooks_for,
 )
-from crawls.signals import notification_due
 from orchestrator.retries import backoff_delay, exhausted
 
 logger = logging.getLogger(__name__)
-
-
-@receiver(notification_due, dispatch_uid="crawls.tasks.queue_notification")
-def queue_notification(sender, *, crawl: Crawl, **kwargs) -> None:
-    """Queue ``crawl_notify`` for a crawl that sealed and asks to be notified (a queue that
-    cannot be reached raises; core/services/crawls.py logs it)."""
-    crawl_notify(crawl.pk)
 
 
 @db_task()

@@ -300,7 +300,7 @@ def crawl_seal(*, crawl: Crawl) -> bool:
 
 
 def _announce_notification(crawl: Crawl) -> None:
-    """Send ``notification_due`` (crawls/tasks.py queues the crawl's notification on it). A
+    """Send ``notification_due`` (crawls/receivers.py queues the crawl's notification on it). A
     receiver that fails, such as a queue that cannot be reached (Redis down, a full disk), is
     logged: the crawl is sealed and committed whatever happens here."""
     for _receiver, error in notification_due.send_robust(sender=Crawl, crawl=crawl):

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
-from archive.env import env_json_object
+from archive.env import env_cron, env_json_object
 from core.checks import check_extractor_options
 from core.extractors.registry import get_extractor
 
@@ -176,6 +176,27 @@ def test_a_command_refuses_to_start_with_bad_options() -> None:
 
     assert completed.returncode == 1
     assert "core.E004" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("raw", ["61 3 * * *", "30 3 * *", "every night", "30 3 * * * *"])
+def test_env_cron_rejects_what_is_not_five_cron_fields(monkeypatch, raw) -> None:
+    monkeypatch.setenv("VELLUM_TEST_CRON", raw)
+    with pytest.raises(ImproperlyConfigured, match="VELLUM_TEST_CRON"):
+        env_cron("VELLUM_TEST_CRON", "0 * * * *")
+
+
+def test_env_cron_reads_an_expression_or_the_default(monkeypatch) -> None:
+    assert env_cron("VELLUM_TEST_CRON", "30 3 * * *") == "30 3 * * *"
+    monkeypatch.setenv("VELLUM_TEST_CRON", "*/15 2-4 * * 1-5")
+    assert env_cron("VELLUM_TEST_CRON", "30 3 * * *") == "*/15 2-4 * * 1-5"
+
+
+def test_a_command_refuses_to_start_with_a_bad_audit_cron() -> None:
+    completed = manage("status", FIXITY_AUDIT_CRON="30 25 * * *")
+
+    assert completed.returncode == 1
+    assert "FIXITY_AUDIT_CRON" in completed.stderr
     assert "Traceback" not in completed.stderr
 
 

@@ -13,7 +13,7 @@ import json
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from io import StringIO
 from pathlib import Path
 
@@ -48,7 +48,7 @@ from core.services.fixity import (
 )
 from core.services.results import result_tick
 from core.services.snapshots import snapshot_check_results
-from core.tasks import fixity_audit
+from core.tasks import audit_due, fixity_audit
 from core.tests.test_services import make_result, make_snapshot
 from core.tests.test_storage import use_targets
 from core.tests.warcs import write_warc
@@ -750,6 +750,14 @@ def test_the_due_audit_flags_damage(settings) -> None:
     assert fixity_audit_due() == 1
 
     assert list(Snapshot.objects.flagged()) == [snapshot]
+
+
+def test_the_audit_is_due_in_the_minutes_its_cron_names(settings) -> None:
+    settings.FIXITY_AUDIT_CRON = "30 3 * * 1"  # Mondays at 03:30 (UTC, huey's clock)
+
+    assert audit_due(datetime(2026, 11, 30, 3, 30, 41))  # a Monday
+    assert not audit_due(datetime(2026, 11, 30, 3, 31))
+    assert not audit_due(datetime(2026, 12, 1, 3, 30))  # a Tuesday
 
 
 def test_the_huey_task_runs_the_due_audit(settings) -> None:

@@ -25,9 +25,6 @@ from typing import BinaryIO, TypeVar
 from botocore.exceptions import ClientError
 from django.core.files import File
 from django.core.files.storage import Storage
-from s3transfer.constants import ALLOWED_DOWNLOAD_ARGS
-from storages.backends.s3 import S3Storage
-from storages.utils import clean_name
 
 from archive.privacy import FILE_MODE
 from core.folder.manifest import (
@@ -43,6 +40,7 @@ from core.folder.targets import (
     TargetError,
     check_relative,
     get_target,
+    is_s3,
     snapshot_prefix,
     target_errors,
 )
@@ -75,8 +73,11 @@ def _open_remote(storage: Storage, name: str) -> BinaryIO:
     read, and its HEAD request answers a missing bucket with the same 404 as a missing key; a
     plain GET streams, and says NoSuchBucket.
     """
-    if not isinstance(storage, S3Storage):
+    if not is_s3(storage):
         return storage.open(name, "rb")
+    from s3transfer.constants import ALLOWED_DOWNLOAD_ARGS  # see targets.is_s3
+    from storages.utils import clean_name
+
     # The storage's own name-to-key rule (its location prefix, path checks), as S3File uses it.
     key = storage._normalize_name(clean_name(name))
     # SSE-C keys and the like, which a GET must repeat (S3File passes the same).

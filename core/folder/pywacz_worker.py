@@ -112,6 +112,13 @@ class WaczWorker:
             return JobEnd.DIED
         return self._wait_for(f"{mark} done", timeout)
 
+    def warm_up(self) -> None:
+        """Start the worker now, if none runs, without waiting for it: its imports then overlap
+        whatever the caller does before its first job (a snapshot's extractors)."""
+        if self.process is None or self.process.poll() is not None:
+            self.close()
+            self._start()
+
     def close(self) -> None:
         """Stop the worker, if any (its whole process group)."""
         if self.process is None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django_fsm import TransitionNotAllowed
 
 from core.choices import SnapshotStatus
+from core.folder.wacz import warm_up_packaging
 from core.models import ArchiveResult, Snapshot
 from core.services.crawls import crawl_hold, snapshots_tag_like_crawl
 from core.services.finalizing import snapshot_finalize, wake_crawl_if_done
@@ -55,6 +57,9 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
         ArchiveResult.objects.bulk_create(
             [ArchiveResult.for_step(snapshot, step) for step in steps], ignore_conflicts=True
         )
+    if settings.PACKAGE_WACZ:
+        # This actor most likely finalizes the snapshot too, once its results are final.
+        warm_up_packaging()
 
 
 def _hold_for_profile(crawl_id: int, problem: str) -> None:

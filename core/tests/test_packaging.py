@@ -37,6 +37,7 @@ from core.folder.wacz import (
     snapshot_warcs,
     supplement_warc,
     validate_wacz,
+    warm_up_packaging,
 )
 from core.tests.site import PIXEL_PNG, LiveSite
 from core.tests.warc_folders import WARC_DATE, WARC_PATH, make_snapshot_folder, write_warc
@@ -436,6 +437,18 @@ def test_one_worker_packages_snapshot_after_snapshot(folder: Path, fresh_worker)
 
     assert fresh_worker.process.pid == first
     assert validate_wacz(folder / WACZ_NAME, timeout=TIMEOUT) == []
+
+
+def test_a_warmed_up_worker_runs_the_first_job(folder: Path, fresh_worker) -> None:
+    warm_up_packaging()
+    warmed = fresh_worker.process.pid
+
+    build(folder)
+
+    assert fresh_worker.process.pid == warmed
+    assert validate_wacz(folder / WACZ_NAME, timeout=TIMEOUT) == []
+    warm_up_packaging()  # running already: nothing new is started
+    assert fresh_worker.process.pid == warmed
 
 
 def test_a_killed_worker_is_replaced_by_the_next_job(folder: Path, fresh_worker) -> None:

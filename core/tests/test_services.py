@@ -23,6 +23,7 @@ from model_bakery import baker
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.registry import default_profile
 from core.folder.manifest import MANIFEST_NAME, read_manifest, verify_manifest
+from core.folder.pywacz_worker import shared_worker
 from core.folder.signing import key_fingerprint, public_key_pem, verify_signature
 from core.models import ArchiveResult, Snapshot
 from core.services.finalizing import snapshot_finalize
@@ -113,6 +114,21 @@ def test_start_creates_one_queued_result_per_extractor_of_the_profile() -> None:
         assert result.priority == 2
         assert result.attempts == 0
         assert before <= result.retry_at <= timezone.now()
+
+
+@pytest.mark.parametrize("package", [True, False])
+def test_start_warms_up_the_wacz_worker_only_when_snapshots_are_packaged(settings, package) -> None:
+    settings.PACKAGE_WACZ = package
+    worker = shared_worker()
+    worker.close()
+    snapshot = make_snapshot(status=SnapshotStatus.QUEUED)
+    try:
+        snapshot_start(snapshot=snapshot)
+
+        running = worker.process is not None and worker.process.poll() is None
+        assert running is package
+    finally:
+        worker.close()
 
 
 def test_start_honours_settings_extractors(settings) -> None:

@@ -18,8 +18,9 @@ from archive.testing import LocalServer
 from core.services.crawls import crawl_create, crawl_hold, crawl_release
 from core.tests.site import LARGE_FILE_BYTES, LiveSite
 from crawls.choices import CrawlStatus
-from crawls.estimate import ESTIMATING, SeedSize, crawl_estimate, describe, seed_sizes, summarize
+from crawls.estimate import ESTIMATING, crawl_estimate, describe, summarize
 from crawls.models import Crawl
+from crawls.seed_sizes import SeedSize, seed_sizes
 from orchestrator.diskguard import disk_usage
 
 pytestmark = pytest.mark.django_db

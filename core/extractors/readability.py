@@ -1,27 +1,22 @@
 """Save the main article of a page as a reader view, found by trafilatura.
 
-trafilatura scores the page's blocks by their text, links and markup (with jusText and a
-Readability port as fallbacks, and a retry that favours recall when little of the page is kept)
-and keeps the main text whole, headings included, dropping navigation, sidebars, footers,
-scripts and styles. On Sphinx documentation, where readability-lxml kept one sub-section, it
-keeps the whole page. The page read is the DOM the dom extractor saved after the page's scripts
-ran (so pages built by JavaScript have an article), or, when there is none, the HTML as curl
-fetches it. Nothing here touches the network or prints: trafilatura only logs.
+trafilatura (core/extractors/article.py) scores the page's blocks by their text, links and
+markup (with jusText and a Readability port as fallbacks, and a retry that favours recall when
+little of the page is kept) and keeps the main text whole, headings included, dropping
+navigation, sidebars, footers, scripts and styles. On Sphinx documentation, where
+readability-lxml kept one sub-section, it keeps the whole page. The page read is the DOM the
+dom extractor saved after the page's scripts ran (so pages built by JavaScript have an
+article), or, when there is none, the HTML as curl fetches it. Nothing here touches the network
+or prints: trafilatura only logs.
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
-from html import escape
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from urllib.parse import urljoin
-
-import lxml.html
-from inscriptis import get_text
 
 from core.extractors.base import ExtractorOutput, Format, HasURL, Output
 from core.extractors.dom import DOM_PATH
@@ -35,20 +30,6 @@ ARTICLE_JSON = "article.json"
 
 DISTRIBUTION = "trafilatura"
 NO_ARTICLE = "no article text found"
-
-PAGE_TEMPLATE = """<!doctype html>
-<html>
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-</head>
-<body>
-<article>
-{heading}{body}
-</article>
-</body>
-</html>
-"""
 
 
 def dom_output_path(snapshot: HasURL) -> Path | None:
@@ -78,103 +59,6 @@ def trafilatura_version() -> str:
         return f"{DISTRIBUTION} {version(DISTRIBUTION)}"
     except PackageNotFoundError:
         return DISTRIBUTION
-
-
-@dataclass
-class Article:
-    """The main article of a page: its title ("" if none), HTML page and plain text."""
-
-    title: str
-    html: str
-    text: str
-
-
-def find_article(html: str, url: str) -> Article | None:
-    """Return the main article of ``html``, or None if it has no text.
-
-    Links and images in the article are made absolute against ``url`` (or the page's own
-    ``<base href>``). The title is trafilatura's: the page's only ``<h1>``, else its metadata
-    or ``<title>`` (site name removed when it can tell); it becomes the article's ``<h1>``
-    unless the article already has that heading.
-    """
-    # Imported here, not at the top: every manage.py command loads the extractor registry, and
-    # trafilatura (with its date and language packages) takes some 0.15-0.2 s to import.
-    import trafilatura
-
-    tree = trafilatura.load_html(html) if html.strip() else None
-    if tree is None:  # nothing lxml can parse, or not HTML at all
-        return None
-    _make_links_absolute(tree, url)
-    _drop_permalinks(tree)
-    found = trafilatura.extract_with_metadata(
-        tree,
-        output_format="html",
-        include_comments=False,
-        include_tables=True,
-        include_images=True,
-        include_formatting=True,
-        include_links=True,
-    )
-    if found is None:
-        return None
-    fragment = _body_of(found.text)
-    if not get_text(fragment).strip():
-        return None
-    title = " ".join((found.title or "").split())
-    heading = "" if not title or _has_heading(fragment, title) else f"<h1>{escape(title)}</h1>\n"
-    page = PAGE_TEMPLATE.format(title=escape(title or url), heading=heading, body=fragment)
-    return Article(title=title, html=page, text=get_text(page).strip())
-
-
-def _make_links_absolute(tree: lxml.html.HtmlElement, url: str) -> None:
-    """Resolve the links and images of ``tree`` against its first ``<base href>``, else ``url``.
-
-    trafilatura would resolve them against the site's root (``url`` without its path), so it is
-    given absolute links and no URL. A ``<base href>`` that is no URL (``http://[::1``) is
-    ignored, so links resolve against ``url``, as for the outlinks extractor; a link that is no
-    URL is left as it is.
-    """
-    base = url
-    element = tree.find(".//base[@href]")
-    if element is not None:
-        with suppress(ValueError):
-            base = urljoin(url, element.get("href", "").strip())
-    for element in list(tree.iter("base")):
-        element.drop_tree()
-    tree.make_links_absolute(base, resolve_base_href=False, handle_failures="ignore")
-
-
-def _drop_permalinks(tree: lxml.html.HtmlElement) -> None:
-    """Remove the "¶" permalinks Sphinx and MkDocs put in headings, which would end the title."""
-    for link in list(tree.iter("a")):
-        if "headerlink" in (link.get("class") or "").split():
-            link.drop_tree()
-
-
-def _body_of(page: str) -> str:
-    """Return the inside of the ``<body>`` of trafilatura's HTML ``page``.
-
-    trafilatura writes all code as ``<pre>``; one without a line break that is not a block of its
-    own (but in a paragraph, heading, link or list item) was inline code, and is ``<code>``
-    again so that its text stays in its line.
-    """
-    body = lxml.html.document_fromstring(page).body
-    for element in body.iter("pre"):
-        parent = element.getparent()
-        if parent is not body and "\n" not in element.text_content():
-            element.tag = "code"
-    inner = escape(body.text or "", quote=False)
-    return inner + "".join(lxml.html.tostring(child, encoding="unicode") for child in body)
-
-
-def _has_heading(fragment: str, title: str) -> bool:
-    """Tell whether ``fragment`` has a heading whose text is ``title`` (spaces and case aside)."""
-    wanted = " ".join(title.split()).casefold()
-    root = lxml.html.fragment_fromstring(fragment, create_parent="div")
-    return any(
-        " ".join(heading.text_content().split()).casefold() == wanted
-        for heading in root.iter("h1", "h2", "h3")
-    )
 
 
 class ReadabilityExtractor(HtmlPageExtractor):
@@ -230,6 +114,11 @@ class ReadabilityExtractor(HtmlPageExtractor):
     ) -> ExtractorOutput:
         """Write the article of ``html`` (from ``source``, "dom" or "fetch") into ``out_dir``;
         return ``ran`` (which describes the command) with the outcome."""
+        # Imported here, not at the top: every process loads the extractor registry, and
+        # trafilatura (with its date and language packages) and lxml.html take some 0.2 s and
+        # 20 MB to import.
+        from core.extractors.article import find_article
+
         article = find_article(html, url)
         if article is None:
             # An empty output would fail the snapshot's integrity check (DESIGN.md §2).

@@ -16,14 +16,10 @@ import pytest
 
 import core.extractors.base
 from archive.testing import LocalServer, files_in, unused_port
+from core.extractors.article import find_article
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
-from core.extractors.readability import (
-    DOM_PATH,
-    ReadabilityExtractor,
-    dom_output_path,
-    find_article,
-)
+from core.extractors.readability import DOM_PATH, ReadabilityExtractor, dom_output_path
 from core.tests.site import RETRY_AFTER_SECONDS, LiveSite
 
 PYTHON_DOCS = Path("/usr/share/doc/python3/html")  # Debian's python3-doc: Sphinx pages

@@ -25,9 +25,6 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import feedparser
-import lxml.html
-
 from crawls.seeds import (
     MAX_LISTED_PROBLEMS,
     InputError,
@@ -188,6 +185,8 @@ def _read_text(text: str, collector: _Collector) -> None:
 
 
 def _read_feed(text: str, collector: _Collector) -> None:
+    import feedparser  # here, not at the top: only a feed needs it (3 MB in every process)
+
     # A stream, not the string: feedparser fetches a string that looks like a URL or a path.
     feed = feedparser.parse(io.BytesIO(text.encode("utf-8")), resolve_relative_uris=False)
     if feed.bozo and not feed.entries:
@@ -213,6 +212,8 @@ def _first_alternate(entry) -> str:
 
 
 def _read_bookmarks(text: str, collector: _Collector) -> None:
+    import lxml.html  # here, not at the top: only a bookmarks file needs it (5 MB in every process)
+
     try:
         root = lxml.html.document_fromstring(text)
     except (ValueError, lxml.etree.ParserError) as error:

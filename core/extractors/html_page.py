@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from email.message import Message
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from bs4 import BeautifulSoup
-from bs4.dammit import EncodingDetector
 from django.conf import settings
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
@@ -29,6 +27,9 @@ from warcio.exceptions import ArchiveLoadFailed
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch, header
+
+if TYPE_CHECKING:
+    from bs4 import BeautifulSoup
 
 # Where wget's WARC lies in a snapshot folder (core/extractors/wget.py writes it there).
 WGET_WARC = "wget/warc/archive.warc.gz"
@@ -46,6 +47,8 @@ class Page:
     @cached_property
     def soup(self) -> BeautifulSoup:
         """The parsed page (lxml: fast, and forgiving of broken markup)."""
+        from bs4 import BeautifulSoup  # see decode_html
+
         return BeautifulSoup(self.html, "lxml")
 
     @cached_property
@@ -205,6 +208,10 @@ def decode_html(data: bytes, http_charset: str | None) -> str:
     step; an encoding that is unknown or does not fit the bytes is passed over. The last resort
     is UTF-8 with U+FFFD for bad bytes.
     """
+    # Imported here, not at the top: every process loads the extractor registry, and
+    # BeautifulSoup (with lxml) adds some 8 MB to each, the idle orchestrator included.
+    from bs4.dammit import EncodingDetector
+
     data, bom_encoding = EncodingDetector.strip_byte_order_mark(data)
     declared = EncodingDetector.find_declared_encoding(data, is_html=True)
     for encoding in (bom_encoding, http_charset, declared, "utf-8"):

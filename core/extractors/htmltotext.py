@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inscriptis import get_text
-
 from core.extractors.base import ExtractorOutput, Format, Output
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
@@ -23,6 +21,10 @@ class HtmlToTextExtractor(HtmlPageExtractor):
 
     def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
         """Write output.txt into ``out_dir``; a page without any text is skipped."""
+        # Imported here, not at the top: every process loads the extractor registry, and
+        # inscriptis (with lxml.html) adds some 6 MB to each.
+        from inscriptis import get_text
+
         text = get_text(page.html).strip()
         if not text:
             # An empty output would fail the snapshot's integrity check (DESIGN.md §2).

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from bs4 import Tag
+from typing import TYPE_CHECKING
 
 from core.extractors.base import ExtractorOutput, Format, MainOutput, Output, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
 from core.extractors.html_page import HtmlPageExtractor, Page, output_from_fetch
+
+if TYPE_CHECKING:
+    from bs4 import Tag
 
 # Longest title kept, in characters: longer ones are page text someone put in <title>.
 MAX_TITLE_CHARS = 512

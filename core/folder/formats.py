@@ -22,8 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
 from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import DecompressingBufferedReader
 from warcio.exceptions import ArchiveLoadFailed
@@ -44,11 +42,10 @@ UTF8_BOM = codecs.BOM_UTF8
 # A PNG's last 12 bytes: IEND's length (0), its type and its CRC, which never vary.
 PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 
-# pypdf turns a malformed structure into its own errors, but also lets Python's own escape from
-# deep inside its parser (fuzzing Chromium's PDFs gave TypeError, AttributeError and
+# pypdf turns a malformed structure into its own errors (PyPdfError), but also lets Python's own
+# escape from deep inside its parser (fuzzing Chromium's PDFs gave TypeError, AttributeError and
 # NotImplementedError for an unknown filter); all of them mean "this file cannot be read".
 PDF_ERRORS = (
-    PyPdfError,
     OSError,
     ValueError,
     TypeError,
@@ -250,10 +247,15 @@ def check_pdf(path: Path) -> list[str]:
         if PDF_EOF_MARKER not in stream.read():
             return [f"truncated PDF (no %%EOF in its last {PDF_TAIL_BYTES} bytes)"]
         stream.seek(0)
+        # Imported here: pypdf holds some 17 MB, which the orchestrator and every actor that
+        # never meets a PDF (they import this module) would carry for nothing.
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
+
         try:
             with _pypdf_warnings_off():
                 pages = len(PdfReader(stream, strict=False).pages)
-        except PDF_ERRORS as error:
+        except (PyPdfError, *PDF_ERRORS) as error:
             return [f"not a readable PDF ({_short(error)})"]
     return [] if pages else ["a PDF without pages"]
 

@@ -63,12 +63,12 @@ from chromium_reuse import LAUNCH_TIMEOUT, separate_flags
 from throughput import (
     DOCS_DIR,
     DocsServer,
-    children_cpu,
     ensure_docs,
     log,
     page_urls,
     profile,
     run_vellum,
+    run_xargs,
     setup_django,
 )
 
@@ -328,29 +328,20 @@ def run_raw_profile(urls: list[str], script: Path, jobs: int, folder: Path) -> d
 
     Exits when a tool fails (xargs carries on with the others, then reports it).
     """
-    folder.mkdir(parents=True)
-    pairs = folder / "pairs.txt"
-    pairs.write_text(
-        "".join(
-            f"{tool} {folder / f'{index:04d}' / tool} {url}\n"
-            for index, url in enumerate(urls)
-            for tool in PAGE_TOOLS
-        )
-    )
-    command = ["xargs", "-n", "3", "-P", str(jobs), "sh", str(script)]
-    cpu_before = children_cpu()
-    started = time.monotonic()
-    with open(pairs, "rb") as stdin:
-        done = subprocess.run(command, stdin=stdin, capture_output=True)
-    seconds = time.monotonic() - started
-    stderr = done.stderr.decode(errors="replace")
-    if done.returncode != 0:
-        sys.exit(f"error: xargs exited with {done.returncode}:\n{stderr[-2000:]}")
+    items = [
+        item
+        for index, url in enumerate(urls)
+        for tool in PAGE_TOOLS
+        for item in (tool, str(folder / f"{index:04d}" / tool), url)
+    ]
+    run = run_xargs(items, ["sh", str(script)], jobs, per_command=3)
+    if run.returncode != 0:
+        sys.exit(f"error: xargs exited with {run.returncode}:\n{run.stderr[-2000:]}")
     return {
-        "retries": _log_retries(stderr),
-        "seconds": seconds,
-        "seconds_per_page": seconds / len(urls),
-        "cpu_seconds": children_cpu() - cpu_before,
+        "retries": _log_retries(run.stderr),
+        "seconds": run.seconds,
+        "seconds_per_page": run.seconds / len(urls),
+        "cpu_seconds": run.cpu_seconds,
     }
 
 

@@ -42,32 +42,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from throughput import DOCS_DIR, REPO, DocsServer, ensure_docs, log
+from throughput import DOCS_DIR, REPO, DocsServer, ensure_docs, load, log, raw_commands
 
 EXTRACTORS = "headers,wget,title,favicon"
 TIMEOUT = 300  # seconds one add --wait may take
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \d+ \w+ [\w.]+: (.*)$")
 
 
-def load() -> str:
-    """The machine's load averages over 1, 5 and 15 minutes (/proc/loadavg)."""
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
 # --- raw commands --------------------------------------------------------------------------------
-
-
-def raw_commands(url: str, folder: Path) -> list[list[str]]:
-    """curl -D for the headers, wget with requisites and a WARC, curl for the favicon."""
-    origin = url.split("/", 3)
-    favicon = f"{origin[0]}//{origin[2]}/favicon.ico"
-    return [
-        ["curl", "--silent", "--location", "-D", str(folder / "headers.txt"), "-o", "/dev/null",
-         url],
-        ["wget", "--quiet", "--page-requisites", "--adjust-extension", "--convert-links",
-         f"--warc-file={folder / 'warc'}", "--directory-prefix", str(folder / "wget"), url],
-        ["curl", "--silent", "--location", "-o", str(folder / "favicon.ico"), favicon],
-    ]  # fmt: skip
 
 
 def run_raw(url: str, folder: Path) -> float:

@@ -1,31 +1,48 @@
-"""Measure Vellum's archiving throughput against running its extractors directly.
+"""Measure Vellum's archiving throughput against the raw commands and against its extractors.
 
 A real site is served on 127.0.0.1: the Python documentation of Debian's python3-doc package
-(/usr/share/doc/python3.11/html, installed with apt-get if missing). N of its pages (default 200,
-the first N of ``library/*.html`` in sorted order) are archived twice:
+(/usr/share/doc/python3.11/html, installed with apt-get if missing). For each size of
+``--pages`` (default 1, 50 and 200: the first N of ``library/*.html`` in sorted order) the
+pages are archived by each side in turn:
 
 - Vellum: ``manage.py add --file urls.txt --wait`` in a fresh DATA_DIR (after an untimed
   ``manage.py init``), timed from the start of that process to its exit. Afterwards
   ``manage.py status --json`` must show every snapshot sealed.
-- Baseline: the very same extractors (``default_profile()``, in registry order) called directly,
-  ``should_run`` then ``run(SimpleNamespace(url=url), fresh out_dir)``, page by page, in a
-  ProcessPoolExecutor with ACTORS_ARCHIVERESULT workers (the parallelism of Vellum's result
-  actors). The workers are started and Django is set up in them before the clock starts: the
-  baseline is the extractors' own work and nothing else.
+- raw: the commands a person would run instead for the same outputs, per page ``curl -D``
+  (headers), ``wget --warc-file --page-requisites`` (the page, its requisites and a WARC; the
+  title is read from it) and ``curl`` of ``/favicon.ico``; every (page, command) pair is fed to
+  ``xargs -P <jobs>`` (default: the number of CPUs), timed from the start of xargs to its end.
+  For one page the commands run one after the other (``-P 1``), as a person types them. Every
+  page must end with its three files (headers, WARC, favicon) non-empty.
+- extractors: Vellum's own extractor classes of the profile, in registry order, called directly
+  (``should_run`` then ``run(SimpleNamespace(url=url), fresh out_dir)``) for every (page,
+  extractor) pair in a ProcessPoolExecutor of ACTORS_ARCHIVERESULT workers (the parallelism of
+  Vellum's result actors). The workers are started and Django is set up in them before the clock
+  starts: this baseline is the extractors' own work and nothing else. Its outcomes per state
+  must match Vellum's.
 
-Both runs read the same environment (EXTRACTORS, EXTRACTOR_TIMEOUT, ACTORS_ARCHIVERESULT, ...)
-and fetch from the same server, a thread of this process. The report gives both wall times,
-pages per second, the CPU seconds of every process each run started (extractor commands
-included; the baseline's worker start-up excluded), the ratio Vellum/baseline (the goal is at
-most 1.3) and the outcomes per state of both runs, which must match. With ``--rounds K`` the two
-runs alternate K times and the medians are reported; the headline ratio is the median of the
-rounds' ratios, each measured under the same load. The exit status is 1 when a check fails
-(snapshots not all sealed, or outcomes that differ).
+``--baseline`` picks the sides measured beside Vellum: ``raw``, ``extractors`` or ``both`` (the
+default: issue 19 asks for both ratios from one run, and the workers' start-up is not timed).
+The extractors run are ``--extractors`` (default headers, wget, title and favicon, the four the
+raw commands stand for; the environment's EXTRACTORS is ignored; ``all`` runs every registered
+one, against the extractor classes only). All sides fetch from the same server, a thread of this
+process.
 
-Run it from the repository root (a few minutes per round with 200 pages):
+With ``--rounds K`` each size is measured K times, the sides in a rotating order (raw, Vellum,
+extractors; then Vellum, extractors, raw; ...) so that each round's ratios compare runs made under
+the same load. The report gives per size the median seconds of each side, the median of the
+rounds' ratios Vellum/raw and Vellum/extractors (the goal is at most 1.3 from 50 pages on), the
+CPU seconds of every process each side started, and the load average before and after (these
+machines are shared: quote ratios, not seconds); ``--json`` prints it all as JSON. The exit status
+is 1 when a check fails (snapshots not all sealed, a page without its raw outputs, outcomes that
+differ).
 
-    .venv/bin/python bench/throughput.py [--pages 200] [--rounds 1] [--json] [--keep]
-                                         [--timeout 3600]
+Run it from the repository root (with 1, 50 and 200 pages, some minutes per round):
+
+    .venv/bin/python bench/throughput.py [--pages 1,50,200] [--rounds 1]
+                                         [--baseline raw|extractors|both] [--jobs N]
+                                         [--extractors headers,wget,title,favicon]
+                                         [--json] [--keep] [--timeout 3600]
 """
 
 from __future__ import annotations
@@ -35,6 +52,7 @@ import json
 import multiprocessing
 import os
 import resource
+import shlex
 import shutil
 import signal
 import statistics
@@ -60,7 +78,14 @@ DOCS_DIR = Path("/usr/share/doc/python3.11/html")
 os.environ.setdefault("ALLOWED_PRIVATE_NETWORKS", "127.0.0.1")
 DOCS_PACKAGE = "python3-doc"
 PAGES_GLOB = "library/*.html"
-GOAL_RATIO = 1.3
+GOAL_RATIO = 1.3  # Vellum's seconds over a baseline's, from GOAL_FROM_PAGES pages on
+GOAL_FROM_PAGES = 50  # issue 19 sets the goal for 50 and 200 pages; one page is mostly start-up
+DEFAULT_SIZES = "1,50,200"
+RAW_EXTRACTORS = "headers,wget,title,favicon"  # the outputs the raw commands make
+SIDES = ("raw", "vellum", "extractors")  # a round's order, rotated by one each round
+# Per page, the file each raw command must leave non-empty (this site answers /favicon.ico with
+# a 404 page, which curl saves too).
+RAW_OUTPUTS = {"headers": "headers.txt", "wget": "warc.warc.gz", "favicon": "favicon.ico"}
 # Outcome (core/extractors/errors.py) -> the ArchiveResult state Vellum records for it.
 # A temporary error is retried by Vellum; the baseline does not retry and counts it as backoff.
 OUTCOME_STATES = {
@@ -73,8 +98,9 @@ OUTCOME_STATES = {
 
 @dataclass
 class RunResult:
-    """One timed run: wall seconds, outcomes per state (``snapshots`` for Vellum only) and the
-    CPU seconds (user + system) of every process it ran, extractor commands included."""
+    """One timed run of one side: wall seconds, the CPU seconds (user + system) of every process
+    it ran, extractor commands included, and its outcomes: results per state (for raw: pages
+    per output made) and ``snapshots`` per state (Vellum only)."""
 
     kind: str
     seconds: float
@@ -87,6 +113,11 @@ def children_cpu() -> float:
     """Return the CPU seconds used so far by this process's waited-for descendants."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def load() -> str:
+    """Return the machine's load averages over 1, 5 and 15 minutes (/proc/loadavg)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 # --- the site ------------------------------------------------------------------------------------
@@ -149,7 +180,7 @@ def page_urls(base_url: str, count: int) -> list[str]:
     return [f"{base_url}/{page.relative_to(DOCS_DIR).as_posix()}" for page in pages[:count]]
 
 
-# --- Django, in this process and in the baseline's workers --------------------------------------
+# --- Django, in this process and in the extractors' workers --------------------------------------
 
 
 def setup_django(data_dir: str) -> None:
@@ -172,7 +203,7 @@ def profile() -> tuple[list[str], int]:
     return default_profile(), settings.ACTORS_ARCHIVERESULT
 
 
-# --- baseline: the extractors called directly ----------------------------------------------------
+# --- extractors: the extractor classes called directly -------------------------------------------
 
 
 def extract(url: str, name: str, out_dir: str) -> str:
@@ -201,7 +232,7 @@ def _ready() -> tuple[int, float]:
     return os.getpid(), usage.ru_utime + usage.ru_stime
 
 
-def run_baseline(urls: list[str], names: list[str], workers: int, folder: Path) -> RunResult:
+def run_extractors(urls: list[str], names: list[str], workers: int, folder: Path) -> RunResult:
     """Run every extractor on every page in a pool of ``workers`` processes; time the work."""
     context = multiprocessing.get_context("spawn")  # no fork of a process running a server
     django_dir = folder / "django"
@@ -220,11 +251,73 @@ def run_baseline(urls: list[str], names: list[str], workers: int, folder: Path) 
         states = Counter(future.result() for future in futures)
         seconds = time.monotonic() - started
     return RunResult(
-        kind="baseline",
+        kind="extractors",
         seconds=seconds,
         cpu_seconds=children_cpu() - cpu_before - sum(start_up.values()),
         results=dict(sorted(states.items())),
     )
+
+
+# --- raw: the commands a person would run --------------------------------------------------------
+
+
+def raw_commands(url: str, folder: Path) -> list[list[str]]:
+    """curl -D for the headers, wget with requisites and a WARC, curl for the favicon."""
+    origin = url.split("/", 3)
+    favicon = f"{origin[0]}//{origin[2]}/favicon.ico"
+    return [
+        ["curl", "--silent", "--location", "-D", str(folder / "headers.txt"), "-o", "/dev/null",
+         url],
+        ["wget", "--quiet", "--page-requisites", "--adjust-extension", "--convert-links",
+         f"--warc-file={folder / 'warc'}", "--directory-prefix", str(folder / "wget"), url],
+        ["curl", "--silent", "--location", "-o", str(folder / "favicon.ico"), favicon],
+    ]  # fmt: skip
+
+
+@dataclass
+class XargsRun:
+    """One xargs run: wall seconds, CPU seconds of xargs and of every command it ran, its exit
+    status (123: a command exited with 1 to 125) and its stderr."""
+
+    seconds: float
+    cpu_seconds: float
+    returncode: int
+    stderr: str
+
+
+def run_xargs(items: list[str], command: list[str], jobs: int, per_command: int = 1) -> XargsRun:
+    """Run ``command`` with ``per_command`` of ``items`` appended, ``jobs`` at once, through
+    ``xargs -P``; time it from the start of xargs to its end."""
+    xargs = ["xargs", "--null", "--max-args", str(per_command), "--max-procs", str(jobs)]
+    stdin = "".join(f"{item}\0" for item in items).encode()
+    cpu_before = children_cpu()
+    started = time.monotonic()
+    done = subprocess.run([*xargs, *command], input=stdin, capture_output=True)
+    seconds = time.monotonic() - started
+    stderr = done.stderr.decode(errors="replace")
+    return XargsRun(seconds, children_cpu() - cpu_before, done.returncode, stderr)
+
+
+def run_raw(urls: list[str], jobs: int, folder: Path) -> RunResult:
+    """Run the raw commands of every page, all (page, command) pairs under ``xargs -P jobs``
+    (one page: one after the other); count the pages each output was made for.
+
+    Exits when xargs ends otherwise than with every command run (its status 0 or 123).
+    """
+    pages = [_mkdir(folder / f"{index:04d}") for index in range(len(urls))]
+    commands = [
+        shlex.join(cmd)
+        for url, page in zip(urls, pages, strict=True)
+        for cmd in raw_commands(url, page)
+    ]
+    run = run_xargs(commands, ["sh", "-c"], jobs if len(urls) > 1 else 1)
+    if run.returncode not in (0, 123):  # 123: a command failed; the outputs' count shows it
+        sys.exit(f"error: xargs exited with {run.returncode}:\n{run.stderr[-2000:]}")
+    made = {
+        name: sum((page / file).is_file() and (page / file).stat().st_size > 0 for page in pages)
+        for name, file in RAW_OUTPUTS.items()
+    }
+    return RunResult(kind="raw", seconds=run.seconds, cpu_seconds=run.cpu_seconds, results=made)
 
 
 # --- Vellum: manage.py add --wait ----------------------------------------------------------------
@@ -292,52 +385,66 @@ def _nonzero(states: dict[str, int]) -> dict[str, int]:
     return {state: n for state, n in sorted(states.items()) if n and state != "due"}
 
 
-# --- rounds and the report -----------------------------------------------------------------------
+# --- sizes, rounds and the report ----------------------------------------------------------------
 
 
 def run_rounds(
-    urls: list[str], names: list[str], workers: int, args: argparse.Namespace, root: Path
-) -> list[dict]:
-    """Alternate baseline and Vellum ``args.rounds`` times; return each round's two runs."""
+    urls: list[str],
+    sides: list[str],
+    names: list[str],
+    workers: int,
+    args: argparse.Namespace,
+    root: Path,
+) -> list[dict[str, RunResult]]:
+    """Run every side on ``urls`` ``args.rounds`` times, the order rotated by one each round;
+    return each round's runs by side."""
+    runners = {
+        "raw": lambda folder: run_raw(urls, args.jobs, folder),
+        "vellum": lambda folder: run_vellum(urls, _mkdir(folder), args.timeout),
+        "extractors": lambda folder: run_extractors(urls, names, workers, folder),
+    }
     rounds = []
-    for number in range(1, args.rounds + 1):
-        folder = root / f"round-{number}"
-        log(f"round {number}/{args.rounds}: baseline ...")
-        baseline = run_baseline(urls, names, workers, folder / "baseline")
-        log(f"  baseline {baseline.seconds:.1f} s; Vellum ...")
-        vellum = run_vellum(urls, _mkdir(folder / "vellum"), args.timeout)
-        log(f"  vellum {vellum.seconds:.1f} s (ratio {vellum.seconds / baseline.seconds:.2f})")
-        rounds.append({"baseline": baseline, "vellum": vellum})
+    for number in range(args.rounds):
+        turn = number % len(sides)
+        runs = {}
+        for side in sides[turn:] + sides[:turn]:
+            log(f"{len(urls)} pages, round {number + 1}/{args.rounds}: {side} ...")
+            runs[side] = runners[side](root / f"round-{number + 1}" / side)
+            log(f"  {side} {runs[side].seconds:.2f} s")
+        rounds.append({side: runs[side] for side in sides})
     return rounds
 
 
-def summarize(rounds: list[dict], urls: list[str], names: list[str], workers: int) -> dict:
-    """Return the machine-readable summary: medians, pages/s, ratios and the checks."""
-    pages = len(urls)
-    sealed = all(r["vellum"].snapshots == {"sealed": pages} for r in rounds)
-    same = all(r["vellum"].results == r["baseline"].results for r in rounds)
+def summarize(rounds: list[dict[str, RunResult]], pages: int) -> dict:
+    """Return one size's summary: medians per side, ratios to each baseline, the checks."""
+    baselines = [side for side in rounds[0] if side != "vellum"]
+    checks = {
+        "all_snapshots_sealed": all(r["vellum"].snapshots == {"sealed": pages} for r in rounds)
+    }
+    if "raw" in baselines:
+        made = dict.fromkeys(RAW_OUTPUTS, pages)
+        checks["raw_outputs_made"] = all(r["raw"].results == made for r in rounds)
+    if "extractors" in baselines:
+        checks["same_outcomes"] = all(
+            r["vellum"].results == r["extractors"].results for r in rounds
+        )
+    ratios = [{side: r["vellum"].seconds / r[side].seconds for side in baselines} for r in rounds]
     return {
         "pages": pages,
-        "extractors": names,
-        "parallelism": workers,
-        "cpus": os.cpu_count(),
-        "rounds": [_round_summary(r) for r in rounds],
-        "baseline": _side([r["baseline"] for r in rounds], pages),
-        "vellum": _side([r["vellum"] for r in rounds], pages),
-        # Each round's ratio compares two runs under the same load; their median is the headline.
-        "ratio": statistics.median(r["vellum"].seconds / r["baseline"].seconds for r in rounds),
-        "goal_ratio": GOAL_RATIO,
-        "checks": {"all_snapshots_sealed": sealed, "same_outcomes": same},
+        "rounds": [
+            {**{side: asdict(run) for side, run in r.items()}, "ratios": ratio}
+            for r, ratio in zip(rounds, ratios, strict=True)
+        ],
+        **{side: _side([r[side] for r in rounds], pages) for side in rounds[0]},
+        # Each round's ratio compares runs under the same load; their median is the headline.
+        "ratios": {side: statistics.median(ratio[side] for ratio in ratios) for side in baselines},
+        "goal_ratio": GOAL_RATIO if pages >= GOAL_FROM_PAGES else None,
+        "checks": checks,
     }
 
 
-def _round_summary(runs: dict[str, RunResult]) -> dict:
-    ratio = runs["vellum"].seconds / runs["baseline"].seconds
-    return {**{kind: asdict(run) for kind, run in runs.items()}, "ratio": ratio}
-
-
 def _side(runs: list[RunResult], pages: int) -> dict:
-    """Medians of one kind's runs; outcomes (and snapshots) of the last one."""
+    """Medians of one side's runs; outcomes (and snapshots) of the last one."""
     seconds = statistics.median(run.seconds for run in runs)
     side = {
         "seconds": seconds,
@@ -349,31 +456,50 @@ def _side(runs: list[RunResult], pages: int) -> dict:
 
 
 def print_report(summary: dict) -> None:
-    """Print the summary for people."""
-    names = ", ".join(summary["extractors"])
-    print(f"pages        {summary['pages']} (Python docs on 127.0.0.1)")
-    print(f"extractors   {len(summary['extractors'])}: {names}")
-    print(f"parallelism  {summary['parallelism']} (ACTORS_ARCHIVERESULT), {summary['cpus']} CPUs")
-    for number, r in enumerate(summary["rounds"], 1):
-        baseline, vellum = r["baseline"]["seconds"], r["vellum"]["seconds"]
-        print(
-            f"round {number:<6} baseline {baseline:7.1f} s  vellum {vellum:7.1f} s  "
-            f"ratio {r['ratio']:.2f}"
+    """Print the summary for people: a table of the sizes, then outcomes and checks."""
+    sizes = summary["sizes"]
+    baselines = [side for side in SIDES if side in sizes[0] and side != "vellum"]
+    print(f"site         Python docs on 127.0.0.1; {summary['cpus']} CPUs; load "
+          f"{summary['load_before']} before, {summary['load_after']} after")  # fmt: skip
+    print(f"extractors   {', '.join(summary['extractors'])}")
+    if "raw" in baselines:
+        print(f"raw          curl -D, wget --warc-file --page-requisites, curl /favicon.ico; "
+              f"xargs -P{summary['jobs']} (one page: one after the other)")  # fmt: skip
+    if "extractors" in baselines:
+        workers = summary["actors_archiveresult"]
+        print(f"classes      the extractor classes called directly, {workers} processes "
+              "(ACTORS_ARCHIVERESULT)")  # fmt: skip
+    print(f"rounds       {summary['rounds']} (medians; a ratio is the median of the rounds')")
+    columns = ["pages", *(f"{side} s" for side in baselines), "Vellum s"]
+    columns += [f"Vellum/{side}" for side in baselines] + ["goal"]
+    widths = [max(10, len(column)) for column in columns]
+    print()
+    print("  ".join(f"{column:>{width}}" for column, width in zip(columns, widths, strict=True)))
+    for size in sizes:
+        cells = [str(size["pages"]), *(f"{size[side]['seconds']:.2f}" for side in baselines)]
+        cells += [f"{size['vellum']['seconds']:.2f}"]
+        cells += [f"{size['ratios'][side]:.2f}" for side in baselines]
+        cells += [f"{size['goal_ratio']}" if size["goal_ratio"] else "-"]
+        print("  ".join(f"{cell:>{width}}" for cell, width in zip(cells, widths, strict=True)))
+    print()
+    for size in sizes:
+        cpu = ", ".join(
+            f"{side} {size[side]['cpu_seconds']:.1f}" for side in [*baselines, "vellum"]
         )
-    median = " (median)" if len(summary["rounds"]) > 1 else ""
-    for kind in ("baseline", "vellum"):
-        side = summary[kind]
-        rate = side["pages_per_second"]
-        print(
-            f"{kind + median:<19} {side['seconds']:7.1f} s  {rate:6.2f} pages/s  "
-            f"CPU {side['cpu_seconds']:6.1f} s  results: {_counts(side['results'])}"
-        )
-    print(f"vellum snapshots: {_counts(summary['vellum']['snapshots'])}")
-    verdict = "within" if summary["ratio"] <= GOAL_RATIO else "over"
-    which = " (median of the rounds' ratios)" if median else ""
-    print(f"ratio Vellum/baseline{which}: {summary['ratio']:.2f} ({verdict} the {GOAL_RATIO} goal)")
-    for check, passed in summary["checks"].items():
-        print(f"check {check.replace('_', ' ')}: {'yes' if passed else 'NO'}")
+        pages = f"{size['pages']} page" + ("s" if size["pages"] > 1 else "")
+        print(f"{pages}: CPU seconds {cpu}")
+        print(f"  Vellum results: {_counts(size['vellum']['results'])}; "
+              f"snapshots: {_counts(size['vellum']['snapshots'])}")  # fmt: skip
+        if "extractors" in baselines:
+            print(f"  extractors results: {_counts(size['extractors']['results'])}")
+        if "raw" in baselines:
+            print(f"  raw, pages per output: {_counts(size['raw']['results'])}")
+        for side, ratio in size["ratios"].items():
+            if size["goal_ratio"]:
+                verdict = "within" if ratio <= size["goal_ratio"] else "OVER"
+                print(f"  Vellum/{side} {ratio:.2f}: {verdict} the {size['goal_ratio']} goal")
+        for check, passed in size["checks"].items():
+            print(f"  check {check.replace('_', ' ')}: {'yes' if passed else 'NO'}")
 
 
 def _counts(states: dict[str, int]) -> str:
@@ -392,40 +518,82 @@ def _mkdir(path: Path) -> Path:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pages", type=int, default=200, help="Pages to archive (default 200).")
-    parser.add_argument("--rounds", type=int, default=1, help="Baseline/Vellum pairs (default 1).")
+    parser.add_argument(
+        "--pages", default=DEFAULT_SIZES, help=f"Sizes, comma-separated (default {DEFAULT_SIZES})."
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="Rounds per size (default 1).")
+    parser.add_argument(
+        "--baseline", choices=("raw", "extractors", "both"), default="both",
+        help="What Vellum is measured against (default both).",
+    )  # fmt: skip
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count(), help="xargs -P of the raw commands (CPUs)."
+    )
+    parser.add_argument(
+        "--extractors", default=RAW_EXTRACTORS, help=f"Extractors to run (default {RAW_EXTRACTORS}"
+        ", the raw commands' outputs; all: every registered one, against the classes only).",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="Print a JSON summary.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folders.")
     parser.add_argument(
-        "--timeout", type=float, default=3600, help="Seconds Vellum's run may take (default 3600)."
+        "--timeout",
+        type=float,
+        default=3600,
+        help="Seconds one Vellum run may take (default 3600).",
     )
     args = parser.parse_args(argv)
-    if args.pages < 1 or args.rounds < 1:
-        parser.error("--pages and --rounds must be at least 1")
+    try:
+        args.sizes = [int(size) for size in args.pages.split(",")]
+    except ValueError:
+        parser.error(f"--pages takes whole numbers separated by commas, not {args.pages!r}")
+    if min(args.sizes) < 1 or args.rounds < 1 or args.jobs < 1:
+        parser.error("--pages, --rounds and --jobs must be at least 1")
+    if args.baseline != "extractors" and args.extractors.split(",") != RAW_EXTRACTORS.split(","):
+        parser.error(f"the raw commands stand for {RAW_EXTRACTORS}: use --baseline extractors")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ensure_docs()
+    if os.environ.get("EXTRACTORS", args.extractors) != args.extractors:
+        log(f"EXTRACTORS is ignored: --extractors {args.extractors}")
+    if args.extractors == "all":
+        os.environ.pop("EXTRACTORS", None)
+    else:
+        os.environ["EXTRACTORS"] = args.extractors  # for Vellum's processes and this one's Django
+    sides = [side for side in SIDES if side == "vellum" or args.baseline in (side, "both")]
     root = Path(tempfile.mkdtemp(prefix="vellum-bench-"))
+    load_before = load()
     try:
         setup_django(str(_mkdir(root / "django")))
         names, workers = profile()
         with DocsServer(DOCS_DIR) as server:
-            urls = page_urls(server.base_url, args.pages)
-            rounds = run_rounds(urls, names, workers, args, root)
-        summary = summarize(rounds, urls, names, workers)
+            sizes = []
+            for size in args.sizes:
+                urls = page_urls(server.base_url, size)
+                rounds = run_rounds(urls, sides, names, workers, args, root / f"pages-{size}")
+                sizes.append(summarize(rounds, size))
     finally:
         if args.keep:
             log(f"temporary folders kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+    summary = {
+        "extractors": names,
+        "jobs": args.jobs,
+        "actors_archiveresult": workers,
+        "cpus": os.cpu_count(),
+        "rounds": args.rounds,
+        "load_before": load_before,
+        "load_after": load(),
+        "sizes": sizes,
+    }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print_report(summary)
-    return 0 if all(summary["checks"].values()) else 1
+    return 0 if all(all(size["checks"].values()) for size in sizes) else 1
 
 
 if __name__ == "__main__":

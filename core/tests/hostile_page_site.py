@@ -9,7 +9,8 @@ of zeros as video/mp4), ``/attachment`` (a 1 GiB download, ``?html`` as text/htm
 else is a 404. Large bodies are generated as they are sent and stop when the client goes away or
 the site stops; the site counts the requests and body bytes per path (``asked``, ``sent_under``).
 
-core/tests/test_hostile_pages.py runs each extractor against one page at a time. Start a
+core/tests/test_hostile_pages.py runs each extractor against one page at a time;
+orchestrator/tests/test_full_profile.py crawls ten of them among 40 calm pages. Start a
 ``HostilePageSite`` with a fixture and stop it afterwards: ``stop()`` releases every handler
 that is still waiting.
 """

@@ -19,6 +19,7 @@ from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from ninja import NinjaAPI
 from ninja.errors import HttpError
+from ninja.openapi.docs import Swagger
 from ninja.parser import Parser
 from ninja.throttling import UserRateThrottle
 
@@ -92,6 +93,15 @@ class VellumAPI(NinjaAPI):
         return schema
 
 
+class LocalSwagger(Swagger):
+    """The docs page from django-ninja's own template and Swagger UI files (``/static/ninja/``),
+    never a CDN's. django-ninja renders ``template`` only when "ninja" is an installed app, which
+    it is not here (settings.NINJA_DIR says why), and otherwise the file at ``template_cdn``: so
+    that names its local template."""
+
+    template_cdn = str(settings.NINJA_DIR / "templates" / Swagger.template)
+
+
 api = VellumAPI(
     title="Vellum API",
     version="1",
@@ -100,6 +110,7 @@ api = VellumAPI(
     urls_namespace="api",
     throttle=[API_THROTTLE],
     parser=JsonObjectParser(),
+    docs=LocalSwagger(),
 )
 api.add_router("/crawls", crawls_router, tags=["crawls"])
 api.add_router("/", snapshots_router, tags=["snapshots"])

@@ -6,6 +6,7 @@ validated here, at start-up, so bad configuration fails before any work is claim
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -92,7 +93,6 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "axes",
-    "ninja",  # the API docs page with its own Swagger UI files, not a CDN's (archive/api.py)
     "django_fsm",  # its admin templates: the transition buttons (core/admin/transitions.py)
     "crawls",
     "core",
@@ -115,10 +115,15 @@ MIDDLEWARE = [
 ROOT_URLCONF = "archive.urls"
 WSGI_APPLICATION = "archive.wsgi.application"
 
+# django-ninja's own files, the API docs page's template and its Swagger UI (archive/api.py),
+# found without importing ninja: as an installed app it would be imported, with pydantic, by
+# every process at start-up (some 0.1 s and 7 MB), the orchestrator and its actors included.
+NINJA_DIR = Path(importlib.util.find_spec("ninja").origin).parent
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [BASE_DIR / "templates", NINJA_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -184,8 +189,12 @@ STATIC_ROOT = DATA_DIR / "static"
 # FileSystemStorage target): owner only, as everything else (archive/privacy.py).
 FILE_UPLOAD_PERMISSIONS = FILE_MODE
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = DIR_MODE
-# htmx (npm, package.json) for the live progress page, served with the app's own static files.
-STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist")]
+# htmx (npm, package.json) for the live progress page, served with the app's own static files,
+# and django-ninja's Swagger UI for the API docs page (ninja/...).
+STATICFILES_DIRS = [
+    ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
+    NINJA_DIR / "static",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

@@ -1,6 +1,12 @@
 """System checks on Vellum's settings that need the app registry (run by every command), and
 on settings.STORAGE_TARGETS: every target can be built and holds byte-exact copies somewhere
-other than the archive itself (``manage.py check --tag storage``)."""
+other than the archive itself (``manage.py check --tag storage``).
+
+The pipeline's commands (add, orchestrator, actor) run only ``PIPELINE_CHECKS``: these, and
+Django's checks of the models. The URL and admin checks import the whole web side (the API,
+django-ninja, pydantic, every admin module), a tenth of a second and megabytes that the
+orchestrator would carry all its life; ``manage.py check`` and the web server run them.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,10 @@ from core.extractors import process
 from core.extractors.cmdline import COMMAND, CONFIG, Option, find_options, goes_around_proxy
 from core.extractors.registry import BY_NAME
 
+SETTINGS_TAG = "settings"  # Vellum's checks of its own settings (this module's, crawls/checks.py)
+STORAGE_TAG = "storage"
+PIPELINE_CHECKS = [Tags.models, SETTINGS_TAG, STORAGE_TAG]
+
 # What each extractor's entry in EXTRACTOR_OPTIONS may set: integers with their smallest value,
 # flags, strings and lists of strings.
 EXTRACTOR_OPTION_MINIMUMS = {"timeout": 1, "max_attempts": 1}
@@ -30,7 +40,7 @@ EXTRACTOR_OPTION_KEYS = (
 )
 
 
-@register()
+@register(SETTINGS_TAG)
 def check_extractor_options(app_configs, **kwargs) -> list[Error]:
     """Report unknown extractor names, unknown keys and values of the wrong kind in
     settings.EXTRACTOR_OPTIONS (positive integers, true/false, a non-empty string, a list of
@@ -121,7 +131,7 @@ def _option_error(name: str, key: str, value) -> Error | None:
     return None
 
 
-@register()
+@register(SETTINGS_TAG)
 def check_tool_confinement(app_configs, **kwargs) -> list[Warning]:
     """Warn when util-linux's setpriv or prlimit is missing: extractor tools then run without
     dying with their actor, or without the kernel's per-file size bound."""
@@ -139,7 +149,7 @@ def check_tool_confinement(app_configs, **kwargs) -> list[Warning]:
     ]
 
 
-@register()
+@register(SETTINGS_TAG)
 def check_data_dir_private(app_configs, **kwargs) -> list[Warning]:
     """Warn when group or others have access to DATA_DIR (made by an older version, or by hand):
     its database holds session keys and password hashes (archive/privacy.py)."""
@@ -153,7 +163,7 @@ def check_data_dir_private(app_configs, **kwargs) -> list[Warning]:
     ]
 
 
-@register(Tags.files, "storage")
+@register(Tags.files, STORAGE_TAG)
 def check_storage_targets(app_configs, **kwargs) -> list[Error]:
     """Report storage targets that are not ``{"BACKEND": ..., "OPTIONS": {...}}``, whose BACKEND
     does not import as a Storage class or rejects its OPTIONS, file-system targets without an

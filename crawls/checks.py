@@ -6,11 +6,12 @@ from django.conf import settings
 from django.core.checks import Error, register
 from django.core.exceptions import ValidationError
 
+from core.checks import SETTINGS_TAG
 from crawls.notifications import check_email_addresses, check_webhook_url
 from crawls.seeds import InvalidURL
 
 
-@register()
+@register(SETTINGS_TAG)
 def check_notifications(app_configs, **kwargs) -> list[Error]:
     """Report a NOTIFY_WEBHOOK_URL that is not an http(s) URL and NOTIFY_EMAIL addresses that
     are not email addresses."""

@@ -171,8 +171,11 @@ def manage(*args: str, **environment: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_command_refuses_to_start_with_bad_options() -> None:
-    completed = manage("status", EXTRACTOR_OPTIONS='{"wget": {"timeout": -1}}')
+@pytest.mark.parametrize(
+    "command", [["status"], ["add", "https://a.example/"], ["orchestrator", "--exit-on-idle"]]
+)
+def test_a_command_refuses_to_start_with_bad_options(command) -> None:
+    completed = manage(*command, EXTRACTOR_OPTIONS='{"wget": {"timeout": -1}}')
 
     assert completed.returncode == 1
     assert "core.E004" in completed.stderr

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
+from core.checks import PIPELINE_CHECKS
 from core.management.database import require_migrated_database
 from core.models import StorageCopy
 from core.services.crawls import crawl_create
@@ -33,6 +34,7 @@ class Command(BaseCommand):
         "Archive URLs: given as arguments, or in a file (--file) or on stdin (-) holding text, "
         "an RSS or Atom feed, a browser's bookmarks export or a JSON list."
     )
+    requires_system_checks = PIPELINE_CHECKS  # not the web side's (core/checks.py)
 
     def add_arguments(self, parser):
         add_crawl_arguments(parser)

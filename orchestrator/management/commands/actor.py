@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from core.checks import PIPELINE_CHECKS
 from orchestrator.actor import Actor
 from orchestrator.logs import log_to_file
 from orchestrator.work import work_types
@@ -14,6 +15,7 @@ class Command(BaseCommand):
     help = (
         "Claim and tick due records of one kind until idle (normally spawned by the orchestrator)."
     )
+    requires_system_checks = PIPELINE_CHECKS  # not the web side's (core/checks.py)
 
     def add_arguments(self, parser):
         parser.add_argument("kind", choices=list(work_types()))

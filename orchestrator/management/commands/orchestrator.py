@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from core.checks import PIPELINE_CHECKS
 from core.management.database import require_migrated_database
 from orchestrator.logs import log_to_file
 from orchestrator.orchestrator import Orchestrator
@@ -12,6 +13,7 @@ from orchestrator.orchestrator import Orchestrator
 
 class Command(BaseCommand):
     help = "Spawn actors for due crawls, snapshots and archive results; runs until stopped."
+    requires_system_checks = PIPELINE_CHECKS  # not the web side's (core/checks.py)
 
     def add_arguments(self, parser):
         parser.add_argument(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import string
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -24,6 +26,9 @@ EXTENSIONS = {
     "image/avif": "avif",
 }
 DEFAULT_EXTENSION = "ico"
+# A token of a ``rel`` value: a run of anything but HTML's ASCII whitespace (§2.3.8, §2.3.3).
+REL_TOKEN = re.compile(r"[^\t\n\f\r ]+")
+ASCII_LOWERCASE = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 # Shortest time, in seconds, worth giving one more candidate once the run's time is nearly spent.
 MIN_CANDIDATE_SECONDS = 1
 
@@ -46,9 +51,12 @@ def declared_icons(page: Page) -> list[str]:
     fallbacks. data: URIs and other non-HTTP URLs are left out.
     """
     exact, variants = [], []
-    for link in page.soup.find_all("link", href=True):
-        rels = [rel.lower() for rel in (link.get("rel") or [])]
-        url = page.resolve(link["href"])
+    for link in page.tree.iter("link"):
+        href = link.get("href")
+        if href is None:
+            continue
+        rels = link_types(link.get("rel") or "")
+        url = page.resolve(href)
         if url is None or urlsplit(url).scheme.lower() not in ("http", "https"):
             continue
         if "icon" in rels:
@@ -56,6 +64,12 @@ def declared_icons(page: Page) -> list[str]:
         elif any("icon" in rel for rel in rels):
             variants.append(url)
     return list(dict.fromkeys(exact + variants))
+
+
+def link_types(rel: str) -> list[str]:
+    """Return the link types of a ``rel`` value in order: its tokens, split on ASCII whitespace
+    (HTML §2.3.8), ASCII-lowercased (link types are ASCII case-insensitive, §4.6.6)."""
+    return REL_TOKEN.findall(rel.translate(ASCII_LOWERCASE))
 
 
 def conventional_icon(page_url: str) -> str:

@@ -1,4 +1,4 @@
-"""Get a page for the extractors that read its HTML (title, favicon, htmltotext, outlinks).
+"""Get a page for the extractors that read its HTML (title, favicon, htmltotext, outlinks, media).
 
 When the snapshot's wget run saved the page, they read it from wget's WARC (they run after
 wget when the profile has it: ``depends_on``), so that a page is fetched once, not five times
@@ -29,7 +29,7 @@ from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch, header
 
 if TYPE_CHECKING:
-    from bs4 import BeautifulSoup
+    from lxml.html import HtmlElement
 
 # Where wget's WARC lies in a snapshot folder (core/extractors/wget.py writes it there).
 WGET_WARC = "wget/warc/archive.warc.gz"
@@ -45,11 +45,13 @@ class Page:
     html: str
 
     @cached_property
-    def soup(self) -> BeautifulSoup:
-        """The parsed page (lxml: fast, and forgiving of broken markup)."""
-        from bs4 import BeautifulSoup  # see decode_html
+    def tree(self) -> HtmlElement:
+        """The parsed page: its <html> element (core/extractors/html_tree.py ``parse_html``)."""
+        # Imported here, not at the top: every process loads the extractor registry, and
+        # lxml.html adds some 9 MB to each, the idle orchestrator included.
+        from core.extractors.html_tree import parse_html
 
-        return BeautifulSoup(self.html, "lxml")
+        return parse_html(self.html)
 
     @cached_property
     def base_url(self) -> str:
@@ -58,13 +60,15 @@ class Page:
         HTML Living Standard §4.2.3: only the first <base> with an href counts, itself resolved
         against the document's URL.
         """
-        base = self.soup.find("base", href=True)
-        if base is None:
-            return self.url
-        try:
-            return urljoin(self.url, base["href"].strip())
-        except ValueError:
-            return self.url
+        for base in self.tree.iter("base"):
+            href = base.get("href")
+            if href is None:
+                continue
+            try:
+                return urljoin(self.url, href.strip())
+            except ValueError:
+                return self.url
+        return self.url
 
     def resolve(self, href: str) -> str | None:
         """Return ``href`` made absolute against ``base_url``, or None if it is not a valid URL.

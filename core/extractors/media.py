@@ -146,16 +146,17 @@ def has_media_markers(page: Page) -> bool:
     site); an ``og:video``/``og:audio``/``twitter:player`` meta property; a JSON-LD
     VideoObject or AudioObject; a quoted URL of a media file anywhere in the page.
     """
-    soup = page.soup
-    if soup.find(["video", "audio", "iframe", "embed", "object"]) is not None:
+    tree = page.tree
+    if next(tree.iter("video", "audio", "iframe", "embed", "object"), None) is not None:
         return True
-    for source in soup.find_all("source", src=True):
+    for source in tree.iter("source"):
+        src = source.get("src")
         kind = (source.get("type") or "").split(";")[0].strip().lower()
-        if is_media_type(kind) or is_media_url(source["src"].strip()):
+        if src is not None and (is_media_type(kind) or is_media_url(src.strip())):
             return True
-    for meta in soup.find_all("meta"):
+    for meta in tree.iter("meta"):
         name = meta.get("property") or meta.get("name") or ""
-        if isinstance(name, str) and MEDIA_META.fullmatch(name.strip().lower()):
+        if MEDIA_META.fullmatch(name.strip().lower()):
             return True
     return bool(JSON_LD_MEDIA.search(page.html) or QUOTED_MEDIA_URL.search(page.html))
 

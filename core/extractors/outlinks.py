@@ -23,8 +23,9 @@ def page_links(page: Page) -> list[str]:
     back to the page itself, such as "#top".
     """
     links: dict[str, None] = {}  # a dict keeps first-seen order
-    for tag in page.soup.find_all(LINK_TAGS, href=True):
-        url = page.resolve(tag["href"])
+    for tag in page.tree.iter(*LINK_TAGS):
+        href = tag.get("href")
+        url = None if href is None else page.resolve(href)
         if url is None or urlsplit(url).scheme.lower() not in FOLLOWED_SCHEMES:
             continue
         links.setdefault(urldefrag(url).url)

@@ -11,11 +11,13 @@ from core.extractors.fetch import FetchResult
 from core.extractors.html_page import HtmlPageExtractor, Page, output_from_fetch
 
 if TYPE_CHECKING:
-    from bs4 import Tag
+    from lxml.html import HtmlElement
 
 # Longest title kept, in characters: longer ones are page text someone put in <title>.
 MAX_TITLE_CHARS = 512
 TITLE_TXT = "title.txt"
+# A <title> inside one of these is not the page's.
+NOT_TITLES_IN = ("svg", "template")
 
 
 class TitleExtractor(HtmlPageExtractor):
@@ -32,14 +34,17 @@ class TitleExtractor(HtmlPageExtractor):
         tag = _document_title(page)
         if tag is None:
             return output_from_fetch(result, Outcome.SKIPPED, "page has no <title>")
-        title = " ".join(tag.get_text().split())[:MAX_TITLE_CHARS]
+        title = " ".join(tag.text_content().split())[:MAX_TITLE_CHARS]
         if not title:
             return output_from_fetch(result, Outcome.SKIPPED, "page has an empty <title>")
         (out_dir / TITLE_TXT).write_text(title + "\n", encoding="utf-8")
         return output_from_fetch(result, output=title, facts={"title": title})
 
 
-def _document_title(page: Page) -> Tag | None:
-    """Return the page's first <title> element that is not an SVG image's (HTML §4.2.2)."""
-    titles = page.soup.find_all("title")
-    return next((tag for tag in titles if tag.find_parent("svg") is None), None)
+def _document_title(page: Page) -> HtmlElement | None:
+    """Return the page's first <title> element that is not an SVG image's (HTML §4.2.2), nor
+    in a <template>, whose content is not part of the document (§4.12.3)."""
+    for tag in page.tree.iter("title"):
+        if next(tag.iterancestors(*NOT_TITLES_IN), None) is None:
+            return tag
+    return None

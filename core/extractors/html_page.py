@@ -10,8 +10,8 @@ temporary files in ``out_dir``, deleted before returning. Also here: turning a f
 
 from __future__ import annotations
 
-import codecs
 import importlib.metadata
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import Message
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 WGET_WARC = "wget/warc/archive.warc.gz"
 # Redirects followed through wget's WARC to the page (wget's own default, --max-redirect).
 MAX_SAVED_REDIRECTS = 20
+# A UTF-16 surrogate on its own: what decoding with some Python codecs can give, and no str
+# of a page may hold (it cannot be encoded, so lxml refuses it).
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -209,8 +212,10 @@ def decode_html(data: bytes, http_charset: str | None) -> str:
     """Decode an HTML body: byte order mark, then HTTP charset, then <meta> charset, then UTF-8.
 
     The order is the HTML Living Standard's encoding sniffing (§13.2.3.2), without its guessing
-    step; an encoding that is unknown or does not fit the bytes is passed over. The last resort
-    is UTF-8 with U+FFFD for bad bytes.
+    step; an encoding that is unknown or does not fit the bytes is passed over, and so is one
+    that is no text encoding ("base64", "rot13") or that gives a lone surrogate ("utf-7",
+    "unicode_escape": no HTML parser takes one). The last resort is UTF-8 with U+FFFD for bad
+    bytes.
     """
     # Imported here, not at the top: every process loads the extractor registry, and
     # BeautifulSoup (with lxml) adds some 8 MB to each, the idle orchestrator included.
@@ -222,9 +227,11 @@ def decode_html(data: bytes, http_charset: str | None) -> str:
         if not encoding:
             continue
         try:
-            return codecs.decode(data, encoding)
+            text = data.decode(encoding)  # unlike codecs.decode, text encodings only
         except (LookupError, UnicodeDecodeError):
             continue
+        if not LONE_SURROGATE.search(text):
+            return text
     return data.decode("utf-8", "replace")
 
 

@@ -369,6 +369,12 @@ def test_htmltotext_output_is_utf8_whatever_the_page_encoding(
         (b'<meta charset="iso-8859-1">caf\xe9', None, '<meta charset="iso-8859-1">caf\u00e9'),
         (b"caf\xc3\xa9", None, "caf\u00e9"),  # nothing declared: UTF-8
         (b"caf\xe9", "no-such-charset", "caf\ufffd"),  # nothing fits: UTF-8, replaced
+        # A page's own <meta> may name any Python codec: only text encodings count, and only
+        # when they give no lone surrogate.
+        (b'<meta charset="rot13">abc', None, '<meta charset="rot13">abc'),
+        (b'<meta charset="base64">PHA+', None, '<meta charset="base64">PHA+'),
+        (b'<meta charset="unicode_escape">\\ud800', None, '<meta charset="unicode_escape">\\ud800'),
+        (b"+2AA-", "utf-7", "+2AA-"),
     ],
 )
 def test_decode_html(data: bytes, http_charset: str | None, text: str) -> None:

@@ -146,6 +146,11 @@ class Extractor:
     # extractors that share a visit are run one after the other by one actor, so that the page
     # is loaded once for all of them (issue 18).
     shares_visit: ClassVar[bool] = False
+    # True when the extractor reads what another extractor of the snapshot saved (wget's WARC,
+    # the DOM) instead of asking the page's host: its runs neither count toward nor wait under
+    # HOST_CONCURRENCY (a paused host still holds them). Without that saved copy it fetches the
+    # page itself, once, outside the limit.
+    reads_saved: ClassVar[bool] = False
     # Of the WARCs a snapshot's extractors write, replay plays those of the highest priority
     # first, and the others only for the URLs those lack (core/folder/wacz.py).
     replay_priority: ClassVar[int] = 0

@@ -16,6 +16,7 @@ class HtmlToTextExtractor(HtmlPageExtractor):
     """GET the page with curl and convert its HTML to plain UTF-8 text (output.txt)."""
 
     name = "htmltotext"
+    reads_saved = True  # the page from wget's WARC
     outputs = (Output(OUTPUT_TXT, Format.UTF8),)
     search_text = OUTPUT_TXT  # the whole page's text: readability's article comes first
 

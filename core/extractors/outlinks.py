@@ -37,6 +37,7 @@ class OutlinksExtractor(HtmlPageExtractor):
     """GET the page with curl and list its links (outlinks.json); facts = {"outlinks": [...]}."""
 
     name = "outlinks"
+    reads_saved = True  # the page from wget's WARC
     outputs = (Output(OUTLINKS_JSON, Format.JSON),)
 
     def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:

@@ -71,6 +71,7 @@ class ReadabilityExtractor(HtmlPageExtractor):
     """
 
     name = "readability"  # binaries: curl, for the fetch when there is no saved DOM
+    reads_saved = True  # the DOM the dom extractor saved
     depends_on = ("dom",)
     outputs = (
         Output(ARTICLE_JSON, Format.JSON),

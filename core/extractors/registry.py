@@ -42,6 +42,8 @@ EXTRACTORS: tuple[Extractor, ...] = (
     GitExtractor(),
 )
 BY_NAME = {extractor.name: extractor for extractor in EXTRACTORS}
+# Extractors whose runs leave the page's host alone (``Extractor.reads_saved``).
+READS_SAVED = frozenset(extractor.name for extractor in EXTRACTORS if extractor.reads_saved)
 
 
 def get_extractor(name: str) -> Extractor:

@@ -24,6 +24,7 @@ class TitleExtractor(HtmlPageExtractor):
     """GET the page with curl and read its <title>; write title.txt, output the title itself."""
 
     name = "title"
+    reads_saved = True  # the page from wget's WARC
     main_output = MainOutput.VALUE
     outputs = (Output(TITLE_TXT, Format.UTF8),)
     shown_as = ShownAs.VALUE

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.choices import ResultStatus, SnapshotStatus
+from core.extractors.registry import READS_SAVED
 from core.models.hosts import Host
 from core.models.snapshots import Snapshot
 from crawls.choices import CrawlStatus, StepBehaviour
@@ -55,17 +56,20 @@ class ArchiveResultQuerySet(WorkQuerySet):
     @staticmethod
     def held_back_hosts(now) -> models.Q:
         """Match results whose snapshot's host (core/models/hosts.py) may start none at ``now``:
-        it is paused; or on trial with a result running; or it has HOST_CONCURRENCY results
-        running (0: no limit). Running means started and under a live lease.
+        it is paused; or, unless the result ``reads_saved`` (it asks the host nothing), it is on
+        trial with a result running or has HOST_CONCURRENCY results running (0: no limit).
+        Running means started and under a live lease, counting no result that ``reads_saved``.
 
         Three subqueries that do not depend on the row, each computed once per query. The
         transaction that starts a result checks again, exactly (core/services/hosts.py): this
         filter only keeps actors from claiming what they could not start.
         """
-        running = ArchiveResult.objects.filter(status=ResultStatus.STARTED, retry_at__gt=now)
-        held = models.Q(snapshot__host__in=Host.objects.paused(now).values("name"))
+        running = ArchiveResult.objects.filter(
+            status=ResultStatus.STARTED, retry_at__gt=now
+        ).exclude(extractor__in=READS_SAVED)
+        paused = models.Q(snapshot__host__in=Host.objects.paused(now).values("name"))
         on_trial = Host.objects.on_trial(now).values("name")
-        held |= models.Q(
+        busy = models.Q(
             snapshot__host__in=running.filter(snapshot__host__in=on_trial).values("snapshot__host")
         )
         if settings.HOST_CONCURRENCY:
@@ -76,8 +80,8 @@ class ArchiveResultQuerySet(WorkQuerySet):
                 .filter(running__gte=settings.HOST_CONCURRENCY)
                 .values("snapshot__host")
             )
-            held |= models.Q(snapshot__host__in=full)
-        return held
+            busy |= models.Q(snapshot__host__in=full)
+        return paused | (busy & ~models.Q(extractor__in=READS_SAVED))
 
     def claim_order(self) -> ArchiveResultQuerySet:
         """Results whose worker died first (still started, lease run out: recovering one takes

@@ -18,6 +18,7 @@ from django.utils import timezone
 from core.choices import HostStatus, ResultStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
+from core.extractors.registry import READS_SAVED
 from core.models import ArchiveResult, Host
 from orchestrator.retries import backoff_delay
 
@@ -28,8 +29,10 @@ def host_start_refused(*, result: ArchiveResult, keeps_slot: bool = False) -> bo
     """Tell whether ``result`` may not start now on its snapshot's host: the host is paused,
     or on trial (after a pause) with a result running, or has HOST_CONCURRENCY results running
     (0: no limit). Running means started and under a live lease; ``result`` itself is not
-    counted. With ``keeps_slot`` (a companion run right after its claim's first result, in
-    the same actor: core/services/results.py) only a pause refuses it: it takes the place the
+    counted, nor any result whose extractor ``reads_saved`` (wget's WARC, the DOM: it asks the
+    host nothing), and such a result is refused only by a pause. With ``keeps_slot`` (a
+    companion run right after its claim's first result, in the same actor:
+    core/services/results.py) only a pause refuses it too: it takes the place the
     first one held, and refusing it would load the page again in another actor. Another actor
     that started in the moment between the two can then make the host's count one more than
     the limit, until one of them ends.
@@ -48,11 +51,15 @@ def host_start_refused(*, result: ArchiveResult, keeps_slot: bool = False) -> bo
         limit = 1
     else:
         limit = settings.HOST_CONCURRENCY
-    if not limit or keeps_slot:
+    if not limit or keeps_slot or result.extractor in READS_SAVED:
         return False
-    running = ArchiveResult.objects.filter(
-        snapshot__host=host.name, status=ResultStatus.STARTED, retry_at__gt=now
-    ).exclude(pk=result.pk)
+    running = (
+        ArchiveResult.objects.filter(
+            snapshot__host=host.name, status=ResultStatus.STARTED, retry_at__gt=now
+        )
+        .exclude(pk=result.pk)
+        .exclude(extractor__in=READS_SAVED)
+    )
     return running.count() >= limit
 
 

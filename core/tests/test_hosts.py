@@ -66,7 +66,7 @@ def result_on(host: str, status: str = ResultStatus.QUEUED, **fields) -> Archive
     if status == ResultStatus.STARTED:
         fields.setdefault("retry_at", timezone.now() + timedelta(seconds=LEASE))
     fields.setdefault("retry_at", timezone.now() - timedelta(seconds=1))
-    fields.setdefault("extractor", "title")
+    fields.setdefault("extractor", "headers")
     return baker.make(ArchiveResult, snapshot=snapshot_on(host), status=status, **fields)
 
 
@@ -362,6 +362,31 @@ def test_a_started_result_whose_lease_ran_out_does_not_count() -> None:
     assert refused(result_on("a.example")) is False
 
 
+def test_a_result_that_reads_what_was_saved_neither_waits_for_nor_takes_a_place() -> None:
+    """title reads the page from wget's WARC: it asks the host nothing."""
+    result_on("a.example", ResultStatus.STARTED)
+    result_on("a.example", ResultStatus.STARTED)
+    result_on("a.example", ResultStatus.STARTED, extractor="title")
+
+    assert refused(result_on("a.example", extractor="title")) is False
+    assert refused(result_on("a.example")) is True
+    assert refused(result_on("b.example")) is False
+
+
+def test_results_that_read_what_was_saved_do_not_fill_a_host() -> None:
+    result_on("a.example", ResultStatus.STARTED)
+    for extractor in ("title", "htmltotext", "outlinks", "readability"):
+        result_on("a.example", ResultStatus.STARTED, extractor=extractor)
+
+    assert refused(result_on("a.example")) is False
+
+
+def test_a_paused_host_holds_even_what_reads_what_was_saved() -> None:
+    paused_host("a.example", for_seconds=60)
+
+    assert refused(result_on("a.example", extractor="title")) is True
+
+
 def test_a_paused_host_takes_none() -> None:
     paused_host("a.example", for_seconds=60)
 
@@ -447,6 +472,16 @@ def test_results_of_a_host_at_its_limit_are_not_claimable() -> None:
 
     assert claimable_pks() == {elsewhere.pk}
     assert waiting.pk not in claimable_pks() and backing_off.pk not in claimable_pks()
+
+
+def test_results_that_read_what_was_saved_are_claimable_on_a_full_host() -> None:
+    result_on("a.example", ResultStatus.STARTED)
+    result_on("a.example", ResultStatus.STARTED)
+    reader = result_on("a.example", extractor="outlinks")
+    fetcher = result_on("a.example", extractor="favicon")
+
+    assert claimable_pks() == {reader.pk}
+    assert fetcher.pk not in claimable_pks()
 
 
 def test_results_of_a_paused_host_are_not_claimable_until_its_pause_passes() -> None:

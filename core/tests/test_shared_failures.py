@@ -297,7 +297,7 @@ def test_a_result_whose_host_is_full_is_handed_back_unstarted() -> None:
             snapshot, name, ResultStatus.STARTED, retry_at=timezone.now() + timedelta(seconds=90)
         )
     lease_end = timezone.now() + timedelta(seconds=90)
-    claimed = result_of(snapshot, "title", retry_at=lease_end)
+    claimed = result_of(snapshot, "favicon", retry_at=lease_end)
 
     result_tick(result=claimed)
 

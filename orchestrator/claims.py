@@ -117,6 +117,8 @@ def claim_companions(
     SKIP LOCKED``: one that another actor holds or is claiming is left to it. Run it in the
     transaction that claimed ``first``, so that no other claim comes between.
     """
+    if candidates.query.is_empty():
+        return []  # ``none()``: most records bring no companions; spare building the query
     now = now or timezone.now()
     fields = CLAIM_FIELDS + lease_fields
     rows = _claimable(candidates, now, fields)

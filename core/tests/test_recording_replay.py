@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from archive.testing import artifact_path
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.browser import close_shared_browser
-from core.folder.wacz import WACZ_NAME
+from core.folder.wacz import WACZ_NAME, validate_wacz
 from core.models import Snapshot
 from core.services.crawls import crawl_create
 from core.tests.difficult_site import FONT_FAMILY, PAGES, DifficultSite, Page
@@ -174,6 +176,10 @@ def test_every_pages_markers_are_in_every_output(own_data_dir, live_server, tmp_
         snapshots = {key: archived(site, key) for key in PAGES}
     finally:
         site.stop()  # replay must not reach it: everything comes from the WACZ
+    # Every snapshot's manifest, signature and outputs check out, and py-wacz accepts its WACZ.
+    call_command("verify", "--all", "--local-only", stdout=StringIO())
+    for snapshot in snapshots.values():
+        assert validate_wacz(snapshot.output_dir / WACZ_NAME, timeout=120) == []
 
     table: dict[str, dict[str, bool]] = {}
     for key, snapshot in snapshots.items():

@@ -115,9 +115,9 @@ class WaczWorker:
         ``stop`` ends the job at the first failing step. Raise CommandCancelled when the actor
         is asked to stop meanwhile (the worker is killed).
         """
-        if self.process is None or self.process.poll() is not None or self.jobs >= JOBS_PER_WORKER:
+        if self.jobs >= JOBS_PER_WORKER:
             self.close()
-            self._start()
+        self.warm_up()
         self.jobs += 1
         job = {"mark": mark, "steps": steps, "stop": stop, "cwd": str(cwd),
                "stdout": str(stdout), "stderr": str(stderr)}  # fmt: skip

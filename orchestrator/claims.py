@@ -24,6 +24,8 @@ from datetime import datetime, timedelta
 from django.db import connection, models, transaction
 from django.utils import timezone
 
+from orchestrator.prepared import timed_records
+
 CANDIDATES_PER_CLAIM = 5
 CLAIM_FIELDS = ("pk", "retry_at", "status")
 
@@ -80,16 +82,16 @@ def claim_next_with_companions(
         )
         return [record, *others]
 
-    candidates = _claimable(model.objects.all(), now, fields)
     if connection.vendor == "postgresql":
         with transaction.atomic():
-            candidate = candidates.select_for_update(skip_locked=True, of=("self",)).first()
-            if candidate is None:
+            found = _candidates(model, fields, now, 1, skip_locked=True)
+            if not found:
                 return []
+            candidate = found[0]
             lease_end = now + timedelta(seconds=lease_seconds(candidate))
             model.objects.filter(pk=candidate.pk).update(retry_at=lease_end)
             return load(candidate.pk)
-    for candidate in candidates[:CANDIDATES_PER_CLAIM]:
+    for candidate in _candidates(model, fields, now, CANDIDATES_PER_CLAIM):
         # An immediate transaction on SQLite (archive/settings.py): no other claim comes
         # between the record's and its companions'.
         with transaction.atomic():
@@ -147,18 +149,53 @@ def reload_claimed(
     return fresh.select_related(*related).first()
 
 
-def hand_back(record: models.Model, *, lease_end: datetime) -> datetime | None:
+def hand_back(
+    record: models.Model, *, lease_end: datetime, wake_idle: bool = True
+) -> datetime | None:
     """Give up the lease, ending ``lease_end``, of a claimed ``record`` that was not started:
     make it due now, so that any actor may claim it at once. Return that moment (no other
     actor can have claimed the record before it), or None when the record no longer holds
-    that lease (it changed since: it is not this actor's to give)."""
+    that lease (it changed since: it is not this actor's to give).
+
+    ``wake_idle=False`` pings no idle actor: for a record handed back because what it needs
+    is busy (its host's places, core/services/hosts.py), which an idle actor woken now could
+    only claim and hand back again. The actor that frees the place claims next by itself, and
+    the orchestrator's tick is the safety net.
+    """
     now = timezone.now()
-    given = type(record).objects.filter(pk=record.pk, retry_at=lease_end).update(retry_at=now)
+    still_held = type(record).objects.filter(pk=record.pk, retry_at=lease_end)
+    if wake_idle:
+        given = still_held.update(retry_at=now)
+    else:
+        given = still_held.update_quietly(retry_at=now)
     return now if given else None
 
 
 def _claimable(queryset: models.QuerySet, now: datetime, fields: tuple[str, ...]):
     return queryset.claimable(now).claim_order().only(*fields)
+
+
+def _candidates(
+    model: type[models.Model],
+    fields: tuple[str, ...],
+    now: datetime,
+    limit: int,
+    *,
+    skip_locked: bool = False,
+) -> list[models.Model]:
+    """The first ``limit`` records of ``model`` claimable at ``now``, in claim order, with
+    ``fields`` loaded; on PostgreSQL with ``skip_locked``, locked ``FOR UPDATE SKIP LOCKED``
+    (run it in a transaction). Compiled once per process (orchestrator/prepared.py): it is
+    the statement every claim runs."""
+
+    def build(at: datetime) -> models.QuerySet:
+        candidates = _claimable(model.objects.all(), at, fields)
+        if skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        return candidates[:limit]
+
+    key = f"claim {model._meta.label} {','.join(fields)} {limit} {skip_locked}"
+    return timed_records(key, build, now)
 
 
 def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:

@@ -1,0 +1,91 @@
+"""Querysets compiled to SQL once per process, with the current time as their only parameter.
+
+Django builds and compiles a queryset into SQL every time it is evaluated. For the claim of
+an archive result (orchestrator/claims.py) that is some 5 ms of Python (the due filter, the
+queue's hold and the three host subqueries of ``held_back_hosts``) for a statement SQLite then
+runs in well under a millisecond; actors claim hundreds of times a minute, and this was a
+fifth of a crawl's Python time (py-spy, bench/throughput.py, issue 19).
+
+``TimedQuery`` compiles a queryset once for each of two marker times and keeps the SQL with
+the positions of the parameters that were those markers; a later run puts ``now`` there. It
+is used only when that is provably all that varies (the two compilations differ in exactly
+those parameters, and nowhere else): a query that derives other values from the time, say
+``now - 1 hour``, is simply compiled afresh every time. Compiled SQL depends on settings (a
+per-host limit of 0 drops a subquery), so every cached query is forgotten when a setting
+changes (Django's ``setting_changed`` signal, sent by ``override_settings`` in tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from django.core.signals import setting_changed
+from django.db import connection, models
+from django.dispatch import receiver
+
+# Two times no real record carries, compiled in turn to find where ``now`` goes.
+MARKERS = (
+    datetime(2001, 2, 3, 4, 5, 6, 123457, tzinfo=UTC),
+    datetime(2002, 3, 4, 5, 6, 7, 234568, tzinfo=UTC),
+)
+
+Build = Callable[[datetime], models.QuerySet]
+
+_compiled: dict[tuple[str, str], TimedQuery | None] = {}
+
+
+class TimedQuery:
+    """The SQL of ``build(now)`` with the slots where ``now`` goes (see the module's docstring)."""
+
+    def __init__(self, model: type[models.Model], sql: str, params: list, slots: list[int]):
+        self.model = model
+        self.sql = sql
+        self.params = params
+        self.slots = slots
+
+    @classmethod
+    def compile(cls, build: Build) -> TimedQuery | None:
+        """Compile ``build`` (a function of the time returning a queryset) at both markers;
+        return the query, or None when more than ``now`` varies between the two."""
+        (sql, params), (other_sql, other_params) = (
+            build(marker).query.sql_with_params() for marker in MARKERS
+        )
+        if sql != other_sql or len(params) != len(other_params):
+            return None
+        first, second = (_database_time(marker) for marker in MARKERS)
+        slots = [i for i, (a, b) in enumerate(zip(params, other_params, strict=True)) if a != b]
+        if any(params[i] != first or other_params[i] != second for i in slots):
+            return None
+        return cls(build(MARKERS[0]).model, sql, list(params), slots)
+
+    def records(self, now: datetime) -> list[models.Model]:
+        """Run the query at ``now``; return its rows as instances of its model, with the
+        fields it selected loaded (as ``only()`` would) and the others deferred."""
+        params = list(self.params)
+        value = _database_time(now)
+        for slot in self.slots:
+            params[slot] = value
+        return list(self.model.objects.raw(self.sql, params))
+
+
+def timed_records(key: str, build: Build, now: datetime) -> list[models.Model]:
+    """Return the records of ``build(now)``, from SQL compiled once per process under ``key``
+    (a name for what ``build`` selects), or compiled afresh when that cannot be done."""
+    cache_key = (connection.vendor, key)
+    if cache_key not in _compiled:
+        _compiled[cache_key] = TimedQuery.compile(build)
+    query = _compiled[cache_key]
+    if query is None:
+        return list(build(now))
+    return query.records(now)
+
+
+def _database_time(value: datetime):
+    """``value`` as the database driver is handed it (on SQLite, text in UTC)."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+@receiver(setting_changed)
+def _forget_compiled(**_kwargs) -> None:
+    _compiled.clear()

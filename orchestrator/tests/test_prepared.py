@@ -1,0 +1,79 @@
+"""Querysets compiled once with ``now`` as their parameter (orchestrator/prepared.py): the claim
+statement must select exactly what the ORM would at every moment, and fall back to the ORM when
+more than the time varies."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from core.choices import ResultStatus
+from core.models import ArchiveResult, Snapshot
+from core.tests.test_hosts import paused_host, result_on
+from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
+from orchestrator.prepared import TimedQuery, timed_records
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FIELDS = (*CLAIM_FIELDS, "extractor")
+
+
+def orm_candidates(model, fields, now, limit) -> list[int]:
+    return [record.pk for record in _claimable(model.objects.all(), now, fields)[:limit]]
+
+
+def test_the_compiled_claim_selects_what_the_orm_selects_at_every_moment(settings) -> None:
+    settings.HOST_CONCURRENCY = 2
+    now = timezone.now()
+    for seconds in (-300, -60, -1, 30, 120, 600):  # due long ago ... due in ten minutes
+        result_on("spread.example", retry_at=now + timedelta(seconds=seconds))
+    result_on("full.example", status=ResultStatus.STARTED)
+    result_on("full.example", status=ResultStatus.STARTED)
+    held_back = result_on("full.example")  # its host runs as many as it may
+    paused_host("paused.example", for_seconds=300)
+    on_paused = result_on("paused.example")
+
+    for moment in (
+        now - timedelta(seconds=120),
+        now,
+        now + timedelta(seconds=100),
+        now + timedelta(hours=1),
+    ):
+        compiled = [record.pk for record in _candidates(ArchiveResult, FIELDS, moment, 50)]
+        assert compiled == orm_candidates(ArchiveResult, FIELDS, moment, 50), moment
+    claim = TimedQuery.compile(lambda at: _claimable(ArchiveResult.objects.all(), at, FIELDS))
+    assert claim is not None and len(claim.slots) >= 3  # due, running leases, host pauses
+    due_now = {record.pk for record in _candidates(ArchiveResult, FIELDS, now, 50)}
+    assert len(due_now) == 3  # the three of spread.example due by now
+    assert held_back.pk not in due_now and on_paused.pk not in due_now
+
+
+def test_compiled_candidates_carry_their_fields_as_the_orm_loads_them() -> None:
+    due = result_on("fields.example", extractor="wget")
+    (record,) = _candidates(ArchiveResult, FIELDS, timezone.now(), 5)
+    assert (record.pk, record.status, record.extractor) == (due.pk, due.status, "wget")
+    assert record.retry_at == ArchiveResult.objects.get(pk=due.pk).retry_at  # aware, exact
+    assert record.get_deferred_fields() >= {"output", "error"}
+
+
+def test_a_query_that_derives_other_values_from_the_time_is_not_compiled_once() -> None:
+    def an_hour_before(at):
+        return Snapshot.objects.filter(created_at__gte=at - timedelta(hours=1)).order_by("pk")
+
+    assert TimedQuery.compile(an_hour_before) is None
+    recent = result_on("recent.example").snapshot
+    now = timezone.now()
+    assert [s.pk for s in timed_records("test an hour before", an_hour_before, now)] == [recent.pk]
+    assert timed_records("test an hour before", an_hour_before, now + timedelta(hours=2)) == []
+
+
+def test_a_changed_setting_recompiles_the_claim(settings) -> None:
+    settings.HOST_CONCURRENCY = 1
+    result_on("limited.example", status=ResultStatus.STARTED)
+    waiting = result_on("limited.example")
+    assert _candidates(ArchiveResult, FIELDS, timezone.now(), 5) == []
+
+    settings.HOST_CONCURRENCY = 0  # no limit: the compiled statement loses its subquery
+    assert [r.pk for r in _candidates(ArchiveResult, FIELDS, timezone.now(), 5)] == [waiting.pk]

@@ -64,6 +64,11 @@ class WorkQuerySet(models.QuerySet):
             _announce(self.model, kwargs["retry_at"])
         return rows
 
+    def update_quietly(self, **kwargs) -> int:
+        """Update as Django does and wake nobody: for a record made due that no idle actor could
+        take now either (see claims.hand_back)."""
+        return super().update(**kwargs)
+
     def bulk_create(self, objs, *args, **kwargs) -> list:
         """Create as Django does; when a record created is due now, wake the orchestrator and
         idle actors once it commits."""

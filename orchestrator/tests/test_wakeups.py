@@ -211,6 +211,19 @@ def test_a_claim_pings_nobody_and_handing_it_back_pings(wake_folder) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_record_handed_back_for_a_busy_host_wakes_nobody_and_is_due(wake_folder) -> None:
+    baker.make(Crawl, retry_at=timezone.now() - timedelta(seconds=1))
+    claimed = claim_next(Crawl, lease_seconds=lambda _crawl: 60)
+    with Listener("all") as listener, Listener("crawl") as actors:
+        given_at = hand_back(claimed, lease_end=claimed.retry_at, wake_idle=False)
+
+        assert given_at is not None
+        assert listener.drain().timed_out and actors.drain().timed_out
+    assert Crawl.objects.get(pk=claimed.pk).retry_at == given_at  # claimable at once
+    assert claim_next(Crawl, lease_seconds=lambda _crawl: 60).pk == claimed.pk
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_backoff_pings_nobody(wake_folder) -> None:
     crawl = baker.make(Crawl, retry_at=None)
     with Listener("all") as listener:

@@ -62,23 +62,40 @@ class TimedQuery:
     def records(self, now: datetime) -> list[models.Model]:
         """Run the query at ``now``; return its rows as instances of its model, with the
         fields it selected loaded (as ``only()`` would) and the others deferred."""
+        return list(self.model.objects.raw(self.sql, self._params(now)))
+
+    def count(self, now: datetime) -> int:
+        """How many rows the query has at ``now`` (as ``QuerySet.count()``)."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM ({self.sql}) counted", self._params(now))
+            return cursor.fetchone()[0]
+
+    def _params(self, now: datetime) -> list:
         params = list(self.params)
         value = _database_time(now)
         for slot in self.slots:
             params[slot] = value
-        return list(self.model.objects.raw(self.sql, params))
+        return params
 
 
 def timed_records(key: str, build: Build, now: datetime) -> list[models.Model]:
     """Return the records of ``build(now)``, from SQL compiled once per process under ``key``
     (a name for what ``build`` selects), or compiled afresh when that cannot be done."""
+    query = _compiled_once(key, build)
+    return list(build(now)) if query is None else query.records(now)
+
+
+def timed_count(key: str, build: Build, now: datetime) -> int:
+    """Return ``build(now).count()``, from SQL compiled once per process under ``key``."""
+    query = _compiled_once(key, build)
+    return build(now).count() if query is None else query.count(now)
+
+
+def _compiled_once(key: str, build: Build) -> TimedQuery | None:
     cache_key = (connection.vendor, key)
     if cache_key not in _compiled:
         _compiled[cache_key] = TimedQuery.compile(build)
-    query = _compiled[cache_key]
-    if query is None:
-        return list(build(now))
-    return query.records(now)
+    return _compiled[cache_key]
 
 
 def _database_time(value: datetime):

@@ -7,12 +7,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db.models import Min
 from django.utils import timezone
 
 from core.choices import ResultStatus
 from core.models import ArchiveResult, Snapshot
 from core.tests.test_hosts import paused_host, result_on
 from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
+from orchestrator.orchestrator import _claimable_count, _soonest_ahead
 from orchestrator.prepared import TimedQuery, timed_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,3 +79,22 @@ def test_a_changed_setting_recompiles_the_claim(settings) -> None:
 
     settings.HOST_CONCURRENCY = 0  # no limit: the compiled statement loses its subquery
     assert [r.pk for r in _candidates(ArchiveResult, FIELDS, timezone.now(), 5)] == [waiting.pk]
+
+
+def test_the_orchestrators_compiled_counts_and_soonest_time_match_the_orm(settings) -> None:
+    settings.HOST_CONCURRENCY = 2
+    now = timezone.now()
+    for seconds in (-60, -1, 30, 600):
+        result_on("count.example", retry_at=now + timedelta(seconds=seconds))
+    result_on("busy.example", status=ResultStatus.STARTED)
+    result_on("busy.example", status=ResultStatus.STARTED)
+    result_on("busy.example")  # held back: its host is full
+
+    for moment in (now - timedelta(seconds=90), now, now + timedelta(seconds=60)):
+        for model in (ArchiveResult, Snapshot):
+            assert _claimable_count(model, moment) == model.objects.claimable(moment).count()
+            ahead = model.objects.runnable().filter(retry_at__gt=moment)
+            soonest = ahead.aggregate(soonest=Min("retry_at"))["soonest"]
+            assert _soonest_ahead(model, moment) == soonest, (model, moment)
+    assert _claimable_count(ArchiveResult, now) == 2
+    assert _soonest_ahead(ArchiveResult, now) == now + timedelta(seconds=30)

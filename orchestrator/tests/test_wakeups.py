@@ -446,6 +446,8 @@ def test_due_work_for_kinds_whose_actors_all_run_needs_no_tick(settings) -> None
         results_due = orchestrator._needs_tick(Wake(frozenset({(DUE, "archiveresult")})))
         snapshots_due = orchestrator._needs_tick(Wake(frozenset({(DUE, "snapshot")})))
         snapshot_sealed = orchestrator._needs_tick(Wake(frozenset({(FINAL, "snapshot")})))
+        result_ended = orchestrator._needs_tick(Wake(frozenset({(FINAL, "archiveresult")})))
+        queue_held = orchestrator._needs_tick(Wake(frozenset({(FINAL, "queue")})))
         safety_net = orchestrator._needs_tick(Wake())
     finally:
         os.kill(busy.pid, signal.SIGKILL)
@@ -454,4 +456,6 @@ def test_due_work_for_kinds_whose_actors_all_run_needs_no_tick(settings) -> None
     assert results_due is False
     assert snapshots_due is True  # no snapshot actor runs: one is started
     assert snapshot_sealed is True  # add --wait's progress, a held-back snapshot
+    assert result_ended is False  # its snapshot is woken by a ping of its own
+    assert queue_held is True  # an add --wait stops waiting
     assert safety_net is True

@@ -20,10 +20,16 @@ Several snapshots go into one WACZ the same way
 
 py-wacz runs in a child process (it prints to stdout, and importing it takes ~0.55 s): one worker
 per Vellum process, started on the first job and kept for the next (core/folder/pywacz_worker.py),
-in its own process group and killed on timeout. One job both creates the WACZ and runs py-wacz's
-own validator on it; with the imports done once, a typical page takes some 0.05 s. The WACZ is
+in its own process group and killed on timeout. One job both creates the WACZ and checks it with
+py-wacz's validator; with the imports done once, a typical page takes some 0.03 s. The WACZ is
 built in a temporary folder (``TEMP_PREFIX``) beside its destination and renamed into place only
-once it validates, so a half-written or invalid WACZ never takes the place of a good one.
+once it passes, so a half-written or invalid WACZ never takes the place of a good one.
+
+At packaging the validator runs all its checks (the required files, every file listed in
+``datapackage.json`` with its hash, the package's digest) but one: frictionless's schema check of
+``datapackage.json``, which py-wacz wrote a moment before, and which opened every resource to guess
+its text encoding, half of the packaging time (py-spy, issue 19). ``validate_wacz`` (exports, the
+tests) runs the whole validator.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from warcio.warcwriter import WARCWriter
 
 from core.extractors.registry import find_extractor
 from core.folder.manifest import TEMP_PREFIX, payload_files
-from core.folder.pywacz_worker import JobEnd, shared_worker
+from core.folder.pywacz_worker import CHECK_CONTENTS, JobEnd, shared_worker
 
 WACZ_NAME = "snapshot.wacz"
 SCREENSHOT_PATH = "screenshot/screenshot.png"
@@ -172,7 +178,8 @@ def package_wacz(
     go into the WACZ's ``archive/`` folder under names that start with its folder's name, so
     folder names must differ (ValueError otherwise). With one source whose URL is in its WARCs,
     the WACZ names it as its main page. ``output`` is replaced atomically, only by a WACZ that
-    py-wacz's validator accepts. Raise PackagingError as ``build_wacz`` does.
+    py-wacz's validator accepts (less the schema check, see above). Raise PackagingError as
+    ``build_wacz`` does.
     """
     names = [source.folder.name for source in sources]
     if len(set(names)) != len(names):
@@ -191,7 +198,8 @@ def package_wacz(
             create = ["create", "-o", str(built), "--pages", str(pages_file), "--copy-pages"]
             create += ["--title", title, "--desc", description, *main_page]
             create += [str(path) for path in inputs]
-            steps = _run_wacz([create, ["validate", "-f", str(built)]], staging, timeout, True)
+            check = [CHECK_CONTENTS, str(built)]
+            steps = _run_wacz([create, check], staging, timeout, True)
             _raise_for_failure(steps, what=f"packaging {output.name}")
             _fsync(built)
             os.replace(built, output)
@@ -257,6 +265,8 @@ def _stage(
         warcs = snapshot_warcs(source.folder)
         if not warcs:
             continue
+        for warc in warcs:
+            _refuse_unless_warc(warc)
         prefix = source.folder.name
         primary, others = _by_replay_priority(source.folder, warcs)
         for warc in primary:
@@ -285,6 +295,32 @@ def _stage(
     lines = [PAGES_HEADER, *({k: v for k, v in page.items() if v} for page in pages)]
     pages_file.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return inputs, pages_file, main_page
+
+
+def _refuse_unless_warc(path: Path) -> None:
+    """Raise PackagingError (permanent) unless ``path`` begins with a WARC record (ISO 28500
+    §4: a ``WARC/1.x`` version line) and, when its name ends ``.gz``, is gzipped.
+
+    py-wacz packages whatever it is given (warcio reads a text file as ARC records), and the
+    schema check that used to refuse such a file no longer runs at packaging (see above).
+    """
+    try:
+        with open(path, "rb") as stream:
+            gzipped = stream.read(2) == GZIP_MAGIC
+            stream.seek(0)
+            first = next(iter(ArchiveIterator(stream)), None)
+    except ArchiveLoadFailed as error:
+        problem = f"warcio cannot read it ({error})"
+    else:
+        if first is None:
+            problem = "it holds no record"
+        elif first.format != "warc":
+            problem = "it does not begin with a WARC/1.x record"
+        elif path.name.endswith(".gz") and not gzipped:
+            problem = "its name ends .gz, but it is not gzipped"
+        else:
+            return
+    raise PackagingError(f"{path.name} is not a WARC file: {problem}", temporary=False)
 
 
 def _by_replay_priority(folder: Path, warcs: list[Path]) -> tuple[list[Path], list[Path]]:

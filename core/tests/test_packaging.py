@@ -301,12 +301,24 @@ def test_timeout_is_a_temporary_error_that_leaves_no_temporary_file(folder: Path
 def test_unreadable_warc_is_a_permanent_error(folder: Path) -> None:
     (folder / WARC_PATH).write_bytes(b"this is not a WARC at all\n" * 10)
 
-    with pytest.raises(PackagingError, match="does not validate: frictionless: ") as raised:
+    with pytest.raises(PackagingError, match="is not a WARC file: it does not begin") as raised:
         build(folder)
 
     assert not raised.value.temporary
     assert not (folder / WACZ_NAME).exists()
     assert leftovers(folder) == []
+
+
+def test_a_warc_named_gz_that_is_not_gzipped_is_a_permanent_error(folder: Path) -> None:
+    good = folder / WARC_PATH
+    unzipped = gzip.decompress(good.read_bytes())  # a readable WARC, but not what its name says
+    good.write_bytes(unzipped)
+
+    with pytest.raises(PackagingError, match=r"ends \.gz, but it is not gzipped") as raised:
+        build(folder)
+
+    assert not raised.value.temporary
+    assert not (folder / WACZ_NAME).exists()
 
 
 def test_page_is_dated_by_archived_at_when_its_url_is_not_in_the_warc(folder: Path) -> None:

@@ -85,7 +85,7 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "django.contrib.admin.apps.SimpleAdminConfig",  # admin modules: archive/urls.py
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

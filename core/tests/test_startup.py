@@ -14,9 +14,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-# Imported on use only: the web side (API, django-ninja, pydantic, the admin), the huey queue with its Redis
-# and PostgreSQL clients, S3 (boto3), and parsers needed by one extractor, one input format or
-# one finalizing check each.
+# Imported on use only: the web side (API, django-ninja, pydantic, the admin), the huey queue
+# with its Redis and PostgreSQL clients, S3 (boto3), and parsers needed by one extractor, one
+# input format or one finalizing check each.
 NOT_AT_START = [
     "ninja", "pydantic", "archive.api", "huey", "redis", "psycopg", "boto3", "requests", "pypdf",
     "bs4", "feedparser", "inscriptis", "trafilatura", "lxml.html", "playwright", "yt_dlp",

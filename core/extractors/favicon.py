@@ -1,4 +1,5 @@
-"""Save a site's icon: the one a page declares, else the conventional /favicon.ico."""
+"""Save a site's icon: the one a page declares, else the conventional /favicon.ico; read from
+wget's WARC when wget saved it (a declared icon is a page requisite), else fetched with curl."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from urllib.parse import urlsplit, urlunsplit
 from core.extractors.base import Extractor, ExtractorOutput, HasURL, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch
-from core.extractors.html_page import Page, get_page, output_from_fetch, remove, unavailable
+from core.extractors.html_page import (
+    Page,
+    get_page,
+    output_from_fetch,
+    remove,
+    saved_response,
+    unavailable,
+)
 
 # File extension by media type (IANA registrations, plus the unregistered image/x-icon).
 EXTENSIONS = {
@@ -114,21 +122,29 @@ class FaviconExtractor(Extractor):
             remaining = deadline - time.monotonic()
             if remaining < MIN_CANDIDATE_SECONDS:
                 break
-            attempt = self._try(url, is_declared, out_dir, remaining)
+            attempt = self._try(snapshot, url, is_declared, out_dir, remaining)
             attempts.append(attempt)
             if not attempt.reason:
                 return self._found(attempt, out_dir)
         out_of_time = len(attempts) < len(candidates)
         return self._not_found(result, declared, attempts, out_of_time)
 
-    def _try(self, url: str, declared: bool, out_dir: Path, timeout: float) -> Attempt:
-        """Fetch one candidate into out_dir/.favicon-candidate and judge it."""
+    def _try(
+        self, snapshot: HasURL, url: str, declared: bool, out_dir: Path, timeout: float
+    ) -> Attempt:
+        """Put one candidate in out_dir/.favicon-candidate and judge it: wget's copy when it
+        saved the icon (a declared icon is a page requisite), else fetched with curl."""
         body = out_dir / ".favicon-candidate"
         remove(body)
-        options = {**self.curl_options(), "timeout": timeout}
-        result = fetch(
-            url, body_path=body, headers_path=None, log_path=out_dir / "curl.log", **options
-        )
+        saved = saved_response(snapshot, url)
+        if saved is not None:
+            result, data = saved
+            body.write_bytes(data)
+        else:
+            options = {**self.curl_options(), "timeout": timeout}
+            result = fetch(
+                url, body_path=body, headers_path=None, log_path=out_dir / "curl.log", **options
+            )
         attempt = Attempt(url=url, declared=declared, result=result)
         if result.outcome is not Outcome.SUCCEEDED:
             attempt.reason = f"HTTP {result.http_status}" if result.http_status else result.error

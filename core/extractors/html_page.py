@@ -125,10 +125,23 @@ def fetch_page(
 
 
 def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
-    """Return the page as wget saved it (its WARC's response for ``snapshot.url``, redirects
-    followed: WGET_WARC), and the page when that response is HTML; or None when the snapshot
-    has no such WARC, the WARC lacks the page, or the page's final answer is not a success
-    (the caller then fetches it, and classifies the failure as a fetch does).
+    """Return the page as wget saved it (``saved_response`` for ``snapshot.url``), and the page
+    when that response is HTML; or None when wget did not save it (the caller then fetches it,
+    and classifies the failure as a fetch does)."""
+    saved = saved_response(snapshot, snapshot.url)
+    if saved is None:
+        return None
+    result, body = saved
+    if not result.is_html:
+        return result, None
+    charset = _charset(header(result.headers, "Content-Type"))
+    return result, Page(url=result.final_url, html=decode_html(body, charset))
+
+
+def saved_response(snapshot: HasURL, url: str) -> tuple[FetchResult, bytes] | None:
+    """Return wget's answer to ``url`` from its WARC (WGET_WARC, redirects followed), as a
+    fetch reports one, with its decoded body; None when the snapshot has no such WARC, the WARC
+    lacks ``url``, or the final answer is not a success (2xx).
 
     ``snapshot`` needs an ``output_dir`` (a Snapshot); a plain object with only ``url`` gets
     None. The WARC is read with warcio, whose content stream undoes chunking and content
@@ -139,12 +152,12 @@ def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
     if warc is None or not warc.is_file():
         return None
     try:
-        final = _final_response(warc, snapshot.url)
+        final = _final_response(warc, url)
     except (ArchiveLoadFailed, OSError, ValueError):
         return None
     if final is None:
         return None
-    url, headers, body = final
+    final_url, headers, body = final
     content_type = header(headers, "Content-Type")
     result = FetchResult(
         outcome=Outcome.SUCCEEDED,
@@ -154,12 +167,10 @@ def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
         exit_code=0,
         http_status=200,
         content_type=content_type.split(";")[0].strip().lower(),
-        final_url=url,
+        final_url=final_url,
         headers=headers,
     )
-    if not result.is_html:
-        return result, None
-    return result, Page(url=url, html=decode_html(body, _charset(content_type)))
+    return result, body
 
 
 def _final_response(warc: Path, url: str) -> tuple[str, dict[str, str], bytes] | None:

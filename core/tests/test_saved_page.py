@@ -50,6 +50,7 @@ def test_the_page_extractors_read_wgets_page_without_fetching_it(
 ) -> None:
     snapshot = archived_by_wget(live_site, "/", tmp_path / "snapshot")
     before = page_requests(live_site, "/")
+    icon_before = page_requests(live_site, "/static/icon.png")
 
     title = run(TitleExtractor(), snapshot, tmp_path / "title")
     text = run(HtmlToTextExtractor(), snapshot, tmp_path / "htmltotext")
@@ -63,8 +64,21 @@ def test_the_page_extractors_read_wgets_page_without_fetching_it(
     assert "archived by every extractor" in (tmp_path / "htmltotext" / text.output).read_text()
     outlinks = json.loads((tmp_path / "outlinks" / links.output).read_text())
     assert live_site.url("/page3.html") in json.dumps(outlinks)
-    assert icon.outcome is Outcome.SUCCEEDED  # the icon itself is still fetched
+    # The declared icon is a page requisite: wget saved it too.
+    assert (icon.outcome, icon.output, icon.cmd) == (Outcome.SUCCEEDED, "favicon.png", title.cmd)
+    assert page_requests(live_site, "/static/icon.png") == icon_before
     assert (media.outcome, media.error) == (Outcome.SKIPPED, NO_MEDIA)
+
+
+def test_an_icon_wget_did_not_save_is_fetched(live_site: LiveSite, tmp_path: Path) -> None:
+    snapshot = archived_by_wget(live_site, "/page2.html", tmp_path / "snapshot")  # declares none
+    before = page_requests(live_site, "/favicon.ico")
+
+    icon = run(FaviconExtractor(), snapshot, tmp_path / "favicon")
+
+    assert (icon.outcome, icon.output) == (Outcome.SUCCEEDED, "favicon.ico")
+    assert icon.cmd[0].endswith("curl")
+    assert page_requests(live_site, "/favicon.ico") == before + 1
 
 
 def test_a_redirected_page_is_read_at_the_end_of_its_redirects(

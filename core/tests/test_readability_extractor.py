@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import trafilatura
 
 import core.extractors.base
 from archive.testing import LocalServer, files_in, unused_port
@@ -349,6 +350,33 @@ def test_title_becomes_the_heading_of_an_article_without_one() -> None:
     assert "<title>Ink &amp; Gall</title>" in article.html
     assert "<h1>Ink &amp; Gall</h1>" in article.html
     assert article.text.startswith("Ink & Gall")
+
+
+PARAGRAPH = "Oak gall ink darkens as it dries on the page, iron binding to tannin. " * 5
+TITLED_PAGES = {
+    "title with a site name": "<title>Gall Ink | The Scriptorium</title>",
+    "open graph title": '<meta property="og:title" content="Ink from &quot;galls&quot;">',
+    "JSON-LD headline": '<script type="application/ld+json">'
+    '{"@context": "https://schema.org", "@type": "Article", "headline": "Ink, by JSON-LD"}'
+    "</script><title>Other</title>",
+    "one h1 over the title": "<title>Not this</title></head><body><h1>Only Heading</h1>",
+    "no title at all": "",
+}
+
+
+@pytest.mark.parametrize("head", TITLED_PAGES.values(), ids=TITLED_PAGES.keys())
+def test_the_article_title_is_the_one_trafilatura_metadata_finds(head: str) -> None:
+    """The article's title is found without the rest of trafilatura's metadata (its author and
+    date searches cost half the time); it must stay what ``extract_metadata`` says."""
+    html = (
+        f"<html><head>{head}</head><body><div class='post'><p>{PARAGRAPH}</p></div></body></html>"
+    )
+    expected = trafilatura.extract_metadata(trafilatura.load_html(html)).title
+
+    article = find_article(html, "http://example.test/ink")
+
+    assert article is not None
+    assert article.title == " ".join((expected or "").split())
 
 
 def test_a_base_that_is_no_url_is_ignored() -> None:

@@ -62,7 +62,9 @@ WACZ_NAME = "snapshot.wacz"
 SCREENSHOT_PATH = "screenshot/screenshot.png"
 # Browsertrix's name for the kind of screenshot we take (full page, not the viewport).
 SCREENSHOT_KIND = "fullPage"
-SCREENSHOT_WARC = "screenshots.warc.gz"
+# Not gzipped: a PNG is compressed already, and deflating a tall page's full-page capture at
+# warcio's level 9 was a third of finalizing's Python time (py-spy, issue 18) for no bytes saved.
+SCREENSHOT_WARC = "screenshots.warc"
 WARC_SUFFIXES = (".warc.gz", ".warc")
 GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952 §2.3.1
 RECORD_END = b"\r\n\r\n"
@@ -439,11 +441,12 @@ def _iso(moment: str | datetime) -> str:
 
 
 def _screenshot_warc(screenshot: Path, url: str, ts: str, stem: Path) -> Path:
-    """Write ``<stem>-screenshots.warc.gz``: a warcinfo record, then the PNG as a WARC/1.1
-    ``resource`` record ``urn:fullPage:<url>`` dated ``ts``, as Browsertrix-crawler does."""
+    """Write ``<stem>-screenshots.warc``: a warcinfo record, then the PNG as a WARC/1.1
+    ``resource`` record ``urn:fullPage:<url>`` dated ``ts``, as Browsertrix-crawler does
+    (uncompressed: see SCREENSHOT_WARC)."""
     path = stem.with_name(f"{stem.name}-{SCREENSHOT_WARC}")
     with open(path, "wb") as out, open(screenshot, "rb") as image:
-        writer = WARCWriter(out, gzip=True, warc_version="WARC/1.1")
+        writer = WARCWriter(out, gzip=False, warc_version="WARC/1.1")
         info = {"software": "Vellum", "format": "WARC File Format 1.1"}
         writer.write_record(writer.create_warcinfo_record(path.name, info))
         record = writer.create_warc_record(

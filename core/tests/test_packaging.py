@@ -110,7 +110,7 @@ def test_build_wacz_makes_a_wacz_that_py_wacz_validates(folder: Path) -> None:
     assert members(path) == sorted(
         [
             "archive/" + f"{prefix}-wget-warc-archive.warc.gz",
-            "archive/" + f"{prefix}-screenshots.warc.gz",
+            "archive/" + f"{prefix}-screenshots.warc",
             "datapackage-digest.json",
             "datapackage.json",
             "indexes/index.cdx.gz",
@@ -149,7 +149,7 @@ def test_build_wacz_keeps_the_warc_byte_for_byte(folder: Path) -> None:
 def test_build_wacz_stores_the_screenshot_as_browsertrix_does(folder: Path) -> None:
     path = build(folder)
 
-    warc = read_member(path, f"archive/{folder.name}-screenshots.warc.gz")
+    warc = read_member(path, f"archive/{folder.name}-screenshots.warc")
     found = records(warc)
     assert [kind for kind, *_ in found] == ["warcinfo", "resource"]
     _, uri, content_type, content = found[1]
@@ -270,7 +270,7 @@ def test_warcs_of_earlier_runs_temporary_folders_and_the_mirror_are_left_out(
     assert snapshot_warcs(folder) == [folder / WARC_PATH]
     path = build(folder)
     assert [name for name in members(path) if name.startswith("archive/")] == [
-        f"archive/{folder.name}-screenshots.warc.gz",
+        f"archive/{folder.name}-screenshots.warc",
         f"archive/{folder.name}-wget-warc-archive.warc.gz",
     ]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import models
 from django.db.models import Exists, OuterRef, Value
-from django.db.models.functions import Concat, StrIndex, Substr
+from django.db.models.functions import Coalesce, Concat, StrIndex, Substr
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -82,6 +82,16 @@ class SnapshotQuerySet(WorkQuerySet):
     def for_crawl(self, crawl) -> SnapshotQuerySet:
         return self.filter(crawl=crawl)
 
+    def with_captured_at(self) -> SnapshotQuerySet:
+        """Annotate ``captured_at``: when the snapshot's capture started (``start_ts``), or
+        when it was queued (``created_at``) if it has not started."""
+        return self.annotate(captured_at=Coalesce("start_ts", "created_at"))
+
+    def captures_of(self, url: str) -> SnapshotQuerySet:
+        """Every snapshot of the normalized ``url`` (crawls/seeds.py), in any crawl and state,
+        with ``captured_at``."""
+        return self.filter(url=url).with_captured_at()
+
     def flagged(self) -> SnapshotQuerySet:
         """Snapshots whose latest conclusive fixity check of some copy found it damaged."""
         damaged = FixityCheck.objects.flagged().filter(snapshot=OuterRef("pk"))
@@ -146,6 +156,12 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     signed_by = models.CharField(
         max_length=71, blank=True, help_text="Fingerprint of the key that signed the manifest."
     )
+    content_digest = models.CharField(
+        max_length=71,
+        blank=True,
+        help_text="'sha256:<hex>' of the page's readable text, whitespace-normalized, set when "
+        "sealed ('' without text): equal digests, unchanged page (core/services/captures.py).",
+    )
 
     objects = SnapshotQuerySet.as_manager()
 
@@ -154,6 +170,8 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         constraints = [
             models.UniqueConstraint(fields=["crawl", "url"], name="unique_snapshot_url_per_crawl")
         ]
+        # A URL's captures across crawls (its timeline, Memento lookups).
+        indexes = [models.Index(fields=["url"], name="snapshot_url")]
 
     def __str__(self) -> str:
         return self.url
@@ -236,10 +254,12 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         self.retry_at = timezone.now() + timezone.timedelta(seconds=delay)
 
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.SEALED)
-    def seal(self, *, manifest_sha256: str, signed_by: str) -> None:
-        """The folder is complete, its manifest written and signed: the snapshot is final."""
+    def seal(self, *, manifest_sha256: str, signed_by: str, content_digest: str = "") -> None:
+        """The folder is complete, its manifest written and signed: the snapshot is final.
+        ``content_digest``: of its readable text (core.services.captures.page_text_digest)."""
         self.manifest_sha256 = manifest_sha256
         self.signed_by = signed_by
+        self.content_digest = content_digest
         self.error = ""
         self.end_ts = timezone.now()
         self.retry_at = None
@@ -270,9 +290,11 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         """Archive the URL again (explicit request only); it is due at once.
 
         The caller moves the earlier outputs aside and re-queues the results in the same
-        transaction (core.services.rearchive.snapshot_rearchive).
+        transaction (core.services.rearchive.snapshot_rearchive). The earlier run's text moves
+        aside with its outputs, so its content digest goes too.
         """
         self._run_again()
+        self.content_digest = ""
 
     def _run_again(self) -> None:
         self.attempts = 0

@@ -8,7 +8,9 @@ The steps run in this order, each idempotent so that a crash part-way repeats it
 3. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/folder/wacz.py);
 4. write ``index.json``, then ``manifest-sha256.txt`` over every file, then its Ed25519 signature
    (core/folder/signing.py);
-5. seal the snapshot and queue one copy per storage target (core/services/copies.py copies them).
+5. take the digest of the page's readable text (core/services/captures.py: what tells an
+   unchanged page on the URL's timeline);
+6. seal the snapshot and queue one copy per storage target (core/services/copies.py copies them).
 
 A recoverable error (disk full, a packaging timeout, an unreadable key) retries with backoff;
 past MAX_ATTEMPTS the snapshot fails with the reason, logged as an error.
@@ -36,6 +38,7 @@ from core.folder.signing import (
 )
 from core.folder.wacz import PackagingError, build_wacz
 from core.models import ArchiveResult, Snapshot
+from core.services.captures import snapshot_content_digest
 from core.services.copies import copies_queue
 from core.services.search import snapshot_index_text, snapshot_page_text
 from crawls.choices import CrawlStatus
@@ -77,6 +80,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
             _send_back(snapshot, results, corrupt)
             return
         manifest_sha256, signed_by = _write_proofs(snapshot, results)
+        content_digest = snapshot_content_digest(snapshot=snapshot)
     except PackagingError as error:
         if error.temporary:
             _back_off_finalizing_or_fail(snapshot, f"finalizing failed: {error}")
@@ -87,7 +91,9 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         _back_off_finalizing_or_fail(snapshot, f"finalizing failed: {error}")
         return
     with transaction.atomic():
-        snapshot.seal(manifest_sha256=manifest_sha256, signed_by=signed_by)
+        snapshot.seal(
+            manifest_sha256=manifest_sha256, signed_by=signed_by, content_digest=content_digest
+        )
         snapshot.save()
         copies_queue(snapshot=snapshot)
         snapshot_index_text(snapshot=snapshot)

@@ -36,6 +36,7 @@ from core.folder.index_json import (
 )
 from core.folder.manifest import INDEX_NAME
 from core.models import ArchiveResult, Snapshot, Tag
+from core.services.captures import snapshot_content_digest
 from core.services.crawls import crawl_report
 from core.services.search import snapshot_index_text
 from crawls.choices import CrawlStatus
@@ -298,6 +299,7 @@ def _restore_batch(
     sealed = Snapshot.objects.filter(pk__in=[s.pk for s in snapshots], status=SnapshotStatus.SEALED)
     for snapshot in sealed:
         snapshot_index_text(snapshot=snapshot)  # found by search again
+        _restore_content_digest(snapshot)
     restored.snapshots, restored.results = len(snapshots), len(results)
     restored.crawls = [record.id for record in new_crawls]
     return restored
@@ -376,6 +378,16 @@ def _create_snapshots(
         ]
     )
     return snapshots
+
+
+def _restore_content_digest(snapshot: Snapshot) -> None:
+    """Take a restored snapshot's content digest again from its folder's readable text
+    (index.json does not record it); a text that cannot be read leaves none."""
+    try:
+        digest = snapshot_content_digest(snapshot=snapshot)
+    except OSError:
+        return
+    Snapshot.objects.filter(pk=snapshot.pk).update(content_digest=digest)
 
 
 def _conflict(

@@ -1,5 +1,6 @@
 """REST endpoints for snapshots and archive results (archive/api.py mounts them at
-``/api/v1/``): list and filter, get one with its outputs, retry, re-archive, remove."""
+``/api/v1/``): list and filter, get one with its outputs, retry, re-archive, remove; and every
+capture of one URL (its timeline)."""
 
 # No ``from __future__ import annotations``: django-ninja reads these annotations at run time
 # (through its pagination decorator, where postponed ones cannot be resolved).
@@ -7,6 +8,7 @@
 import uuid
 from datetime import datetime
 
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
@@ -14,9 +16,12 @@ from ninja.pagination import paginate
 from archive.pagination import BoundedPageNumberPagination
 from core.folder.manifest import MANIFEST_NAME
 from core.models import ArchiveResult, Snapshot
+from core.services.captures import Capture, url_captures, url_resolve
 from core.services.rearchive import snapshot_rearchive, snapshot_retry_failed
 from core.services.removal import snapshot_remove
 from core.web.permissions import staff
+from core.web.timeline import diff_url
+from crawls.seeds import InvalidURL
 
 router = Router()
 PAGE_SIZE = 50
@@ -75,6 +80,32 @@ class SnapshotDetail(SnapshotOut):
     @staticmethod
     def resolve_results(snapshot: Snapshot) -> list[ArchiveResult]:
         return list(snapshot.results.order_by("pk"))
+
+
+class CaptureLinks(Schema):
+    snapshot: str = Field(description="The capture's page (its Memento).")
+    api: str = Field(description="The snapshot in this API, with its results.")
+    memento: str = Field(description="/at/<timestamp>/<url>: this capture by its time.")
+    timeline: str = Field(description="The URL's timeline page.")
+    diff: str | None = Field(description="What changed since the previous sealed capture.")
+
+
+class CaptureOut(Schema):
+    id: uuid.UUID
+    crawl_id: int
+    url: str
+    timestamp: str = Field(description="When its capture started: YYYYMMDDhhmmss, UTC.")
+    captured_at: datetime
+    status: str
+    size: int = Field(description="Bytes its results wrote.")
+    content_digest: str = Field(
+        description="sha256:<hex> of its readable text, whitespace-normalized; '' without text."
+    )
+    unchanged_since: datetime | None = Field(
+        description="When the run of captures with this same text began (None: it changed)."
+    )
+    previous: uuid.UUID | None = Field(description="The sealed capture before it.")
+    links: CaptureLinks
 
 
 class SnapshotFilters(Schema):
@@ -191,3 +222,47 @@ def list_results(request, filters: Query[ResultFilters]):
     if filters.status:
         results = results.filter(status=filters.status)
     return results
+
+
+@router.get(
+    "/urls/{path:url}/captures",
+    response=list[CaptureOut],
+    summary="Every capture of one URL, newest first",
+    description="The URL is the rest of the path, normalized as seeds are (a ``?`` in it "
+    "percent-encoded as ``%3F``: this endpoint's own query string is its page); 404 when it "
+    "was never archived.",
+    auth=staff(Snapshot, "view"),
+)
+@paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
+def list_url_captures(request, url: str):
+    try:
+        normalized = url_resolve(url)
+    except InvalidURL as error:
+        raise ValidationError(str(error)) from None
+    captures = url_captures(url=normalized)
+    if not captures:
+        raise Snapshot.DoesNotExist(f"no capture of {normalized}")
+    return [_capture_out(capture, normalized) for capture in captures]
+
+
+def _capture_out(capture: Capture, url: str) -> dict:
+    snapshot = capture.snapshot
+    return {
+        "id": capture.id,
+        "crawl_id": snapshot.crawl_id,
+        "url": snapshot.url,
+        "timestamp": capture.timestamp,
+        "captured_at": capture.captured_at,
+        "status": capture.status,
+        "size": capture.size,
+        "content_digest": capture.content_digest,
+        "unchanged_since": capture.unchanged_since,
+        "previous": capture.previous.id if capture.previous else None,
+        "links": {
+            "snapshot": reverse("core:snapshot", args=[capture.id]),
+            "api": reverse("api:get_snapshot", args=[capture.id]),
+            "memento": reverse("core:memento", kwargs={"timestamp": capture.timestamp, "url": url}),
+            "timeline": reverse("core:url_timeline", kwargs={"url": url}),
+            "diff": diff_url(url, capture),
+        },
+    }

@@ -1,13 +1,24 @@
 from django.urls import path, re_path
 
-from core.web import files, pages, replay
+from core.web import files, memento, pages, replay, timeline
 
 app_name = "core"
 
 urlpatterns = [
     path("", pages.archive_index, name="index"),
-    path("snapshot/<uuid:snapshot_id>/", pages.snapshot_page, name="snapshot"),
+    path(
+        "snapshot/<uuid:snapshot_id>/",
+        memento.memento_headers(pages.snapshot_page),
+        name="snapshot",
+    ),
     path("archive/<uuid:snapshot_id>/<path:path>", files.snapshot_file, name="snapshot_file"),
+    # A URL's captures (core/web/timeline.py) and Memento (core/web/memento.py): the archived
+    # URL is the rest of the path. The diff comes first: its URL would match the timeline's.
+    path("url/<path:url>/diff/<uuid:before>/<uuid:after>/", timeline.url_diff, name="url_diff"),
+    path("url/<path:url>", timeline.url_timeline, name="url_timeline"),
+    re_path(r"^at/(?P<timestamp>[0-9]{4,14})/(?P<url>.+)$", memento.timegate, name="memento"),
+    path("at/<path:url>", memento.timegate, name="timegate"),
+    path("timemap/link/<path:url>", memento.timemap, name="timemap"),
     # The replay host's routes (core/web/origins.py); core/web/middleware.py keeps them off the
     # app's host.
     path("replay/", replay.replay_app, name="replay_app"),

@@ -44,6 +44,7 @@ API_RULES = {
     ("POST", "/api/v1/snapshots/{snapshot_id}/rearchive"): "core.change_snapshot",
     ("DELETE", "/api/v1/snapshots/{snapshot_id}"): "core.delete_snapshot",
     ("GET", "/api/v1/results"): "core.view_archiveresult",
+    ("GET", "/api/v1/urls/{url}/captures"): "core.view_snapshot",
     ("GET", "/api/v1/status"): "orchestrator.view_queuestate",
     ("POST", "/api/v1/queue/hold"): "orchestrator.change_queuestate",
     ("POST", "/api/v1/queue/release"): "orchestrator.change_queuestate",
@@ -160,7 +161,7 @@ def disk_state(root: Path) -> list[tuple[str, int, int]]:
 
 
 def call_api(client: Client, method: str, path: str, snapshot: Snapshot):
-    url = path.format(crawl_id=snapshot.crawl_id, snapshot_id=snapshot.pk)
+    url = path.format(crawl_id=snapshot.crawl_id, snapshot_id=snapshot.pk, url=snapshot.url)
     url += QUERIES.get(method, "")
     body = BODIES.get((method, path))
     if body is None:
@@ -279,7 +280,14 @@ READER_VIEWS = {
     "core:index": {},
     "core:snapshot": {"snapshot_id": "{snapshot_id}"},
     "core:snapshot_file": {"snapshot_id": "{snapshot_id}", "path": "title/title.txt"},
+    "core:url_timeline": {"url": "{url}"},
+    "core:url_diff": {"url": "{url}", "before": "{snapshot_id}", "after": "{snapshot_id}"},
+    "core:memento": {"url": "{url}", "timestamp": "2024"},
+    "core:timegate": {"url": "{url}"},
+    "core:timemap": {"url": "{url}"},
 }
+# What they answer a reader allowed in, when not 200: a redirect to the capture found.
+READER_REDIRECTS = {"core:memento", "core:timegate"}
 # Open to anyone, on purpose: replay answers on its own host to a signed link (a capability,
 # core/web/origins.py) and never sees the app's session; the public keys are what verifies a
 # snapshot's signature without Vellum.
@@ -309,11 +317,18 @@ def test_every_archive_page_needs_the_view_permission(
     user = make_user(kind)
     if user is not None:
         client.force_login(user)
-    kwargs = {key: value.format(snapshot_id=sealed.pk) for key, value in READER_VIEWS[name].items()}
+    kwargs = {
+        key: value.format(snapshot_id=sealed.pk, url=sealed.url)
+        for key, value in READER_VIEWS[name].items()
+    }
 
     response = client.get(reverse(name, kwargs=kwargs))
 
     if allowed(kind, "core.view_snapshot"):
+        if name in READER_REDIRECTS:
+            assert response.status_code == 302, response
+            assert response["Location"].endswith(reverse("core:snapshot", args=[sealed.pk]))
+            return
         assert response.status_code == 200, response
     elif kind in ("anonymous", "inactive"):
         assert response.status_code == 302

@@ -253,17 +253,18 @@ class Browser:
 
         A page is loaded in a fresh browser context; the visit stays open for the next call,
         and a call for the same URL with the same user agent and ``load_key`` (what else
-        ``load`` depends on: the crawl's behaviour options) within VISIT_REUSE_SECONDS of the
-        last capture captures the page already loaded instead of loading it again (a
-        snapshot's browser outputs, which one actor claims together and runs one after the
-        other, then come from one visit). Every ``alert``, ``confirm``, ``prompt`` or
-        ``beforeunload`` dialog a page of the context opens is dismissed at once, so that no
-        page can block its capture, and every other page it opens (``window.open``, a link to
-        ``_blank``) is closed as soon as it opens (how many were is logged when the visit
-        ends). ``timeout`` (seconds) is the deadline for all of it: Playwright's own timeouts
-        are set to it, and when it passes anyway (a call without a timeout of its own, such
-        as ``page.pdf``, on a hung renderer) the browser is killed and DeadlineMissed raised.
-        Whatever ``load`` or ``capture`` raise (Playwright's errors included) is raised here.
+        ``load`` depends on: the snapshot asking, the crawl's behaviour options) within
+        VISIT_REUSE_SECONDS of the last capture captures the page already loaded instead of
+        loading it again (a snapshot's browser outputs, which one actor claims together and
+        runs one after the other, then come from one visit). Every ``alert``, ``confirm``,
+        ``prompt`` or ``beforeunload`` dialog a page of the context opens is dismissed at once,
+        so that no page can block its capture, and every other page it opens
+        (``window.open``, a link to ``_blank``) is closed as soon as it opens (how many were is
+        logged when the visit ends). ``timeout`` (seconds) is the deadline for all of it:
+        Playwright's own timeouts are set to it, and when it passes anyway (a call without a
+        timeout of its own, such as ``page.pdf``, on a hung renderer) the browser is killed and
+        DeadlineMissed raised. Whatever ``load`` or ``capture`` raise (Playwright's errors
+        included) is raised here.
         """
         job = self._thread.submit(
             self._visit, (url, user_agent, load_key), load, capture, user_agent, timeout

@@ -166,7 +166,9 @@ class ChromiumExtractor(Extractor):
                 capture=partial(self.capture, out_dir=out_dir),
                 user_agent=self.user_agent,
                 timeout=self.timeout,
-                load_key=behaviour,  # a page behaved otherwise is not this crawl's to capture
+                # Another snapshot's page (a capture of the same URL seconds later: a re-add,
+                # a schedule), or one behaved otherwise, is not this capture's to take.
+                load_key=(getattr(snapshot, "pk", None), behaviour),
             )
             if isinstance(done, tuple):
                 output.outcome, output.error, output.retry_after = done

@@ -111,7 +111,7 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
     list_per_page = 50
     readonly_fields = ["id", "url_link", "title", "state", "crawl", "depth", "parent", "tags_list",
                        "attempts", "error", "created_at", "start_ts", "end_ts", "retry_at",
-                       "manifest_sha256", "signed_by", "fixity_summary", "copies",
+                       "manifest_sha256", "content_digest", "signed_by", "fixity_summary", "copies",
                        "files"]  # fmt: skip
     fields = readonly_fields
     inlines = [ArchiveResultInline, StorageCopyInline, FixityCheckInline]

@@ -641,12 +641,15 @@ def test_snapshot_change_page_shows_copies_checks_and_the_signature(
     admin_client: Client, preserved: Preserved
 ) -> None:
     Snapshot.objects.filter(pk=preserved.flagged.pk).update(
-        manifest_sha256="ab" * 32, signed_by="sha256:" + "cd" * 32
+        manifest_sha256="ab" * 32,
+        signed_by="sha256:" + "cd" * 32,
+        content_digest="sha256:" + "ef" * 32,
     )
 
     html = page(admin_client, reverse("admin:core_snapshot_change", args=[preserved.flagged.pk]))
 
     assert "ab" * 32 in html
+    assert "sha256:" + "ef" * 32 in html  # the readable text's digest, which the timeline compares
     assert "sha256:" + "cd" * 32 in html
     assert badge("flagged") in html
     assert badge("damaged") in html and badge("stored") in html  # the copies inline

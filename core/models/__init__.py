@@ -2,6 +2,7 @@
 (storage copies, fixity checks), and the API tokens that reach them."""
 
 from core.models.hosts import Host, HostQuerySet
+from core.models.payloads import PayloadRecord, PayloadRevisit
 from core.models.preservation import FixityCheck, StorageCopy, StorageCopyQuerySet
 from core.models.results import ArchiveResult, ArchiveResultQuerySet
 from core.models.search import SnapshotText
@@ -15,6 +16,8 @@ __all__ = [
     "FixityCheck",
     "Host",
     "HostQuerySet",
+    "PayloadRecord",
+    "PayloadRevisit",
     "Snapshot",
     "SnapshotQuerySet",
     "SnapshotText",

@@ -264,6 +264,14 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         self.end_ts = timezone.now()
         self.retry_at = None
 
+    @transition(field=status, source=SnapshotStatus.SEALED, target=SnapshotStatus.SEALED)
+    def reseal(self, *, manifest_sha256: str, signed_by: str) -> None:
+        """The sealed folder was rewritten without changing what it holds (its revisit records
+        made whole again when the snapshot they referred to was removed: core/services/
+        removal.py), and its new manifest signed."""
+        self.manifest_sha256 = manifest_sha256
+        self.signed_by = signed_by
+
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FAILED)
     def fail(self, *, error: str) -> None:
         """Finalizing failed past the attempt limit: the snapshot is final, with its reason."""

@@ -206,6 +206,12 @@ LOGIN_URL = "admin:login"
 PACKAGE_WACZ = env_bool("PACKAGE_WACZ", True)
 # Seconds py-wacz may take to package one snapshot before finalizing retries it.
 WACZ_TIMEOUT = env_int("WACZ_TIMEOUT", 300, minimum=1)
+# Store unchanged bytes once (core/services/dedup.py): a response whose payload a sealed snapshot
+# already holds is written as a WARC revisit record, and identical files share one hard-linked
+# copy in DATA_DIR/blobs/. Payloads under DEDUP_MIN_BYTES stay whole (a revisit record costs
+# about as much as a small payload).
+DEDUPLICATE = env_bool("DEDUPLICATE", True)
+DEDUP_MIN_BYTES = env_int("DEDUP_MIN_BYTES", 512, minimum=1)
 # Where sealed snapshots are copied besides DATA_DIR, as JSON: {name: Django STORAGES entry}, e.g.
 # {"mirror": {"BACKEND": "django.core.files.storage.FileSystemStorage",
 #             "OPTIONS": {"location": "/mnt/mirror"}},

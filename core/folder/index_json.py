@@ -417,7 +417,11 @@ def _result_entry(result: ArchiveResult) -> dict:
         "missing": result.missing,
         "start_ts": result.start_ts.isoformat() if result.start_ts else None,
         "end_ts": result.end_ts.isoformat() if result.end_ts else None,
-        "history": [{**run, "cmd": redact_command(run.get("cmd", []))} for run in result.history],
+        # A run's entry carries its command; an event's ("revisits resolved") has none.
+        "history": [
+            {**run, "cmd": redact_command(run["cmd"])} if "cmd" in run else run
+            for run in result.history
+        ],
     }
 
 

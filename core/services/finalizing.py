@@ -5,12 +5,17 @@ The steps run in this order, each idempotent so that a crash part-way repeats it
 1. clean up the working folders of attempts that crashed;
 2. check every succeeded result's outputs (core/folder/integrity.py); corrupt ones are removed
    and their results go back to backoff, and the snapshot back to ``started`` to wait for them;
-3. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/folder/wacz.py);
-4. write ``index.json``, then ``manifest-sha256.txt`` over every file, then its Ed25519 signature
+3. write as revisit records the responses whose payload a sealed snapshot already holds
+   (core/services/dedup.py);
+4. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/folder/wacz.py);
+5. write ``index.json``, then ``manifest-sha256.txt`` over every file, then its Ed25519 signature
    (core/folder/signing.py);
-5. take the digest of the page's readable text (core/services/captures.py: what tells an
+6. take the digest of the page's readable text (core/services/captures.py: what tells an
    unchanged page on the URL's timeline);
-6. seal the snapshot and queue one copy per storage target (core/services/copies.py copies them).
+7. make each file that another snapshot holds too a hard link to one shared copy
+   (core/folder/blobs.py);
+8. seal the snapshot, index its payloads, and queue one copy per storage target
+   (core/services/copies.py copies them).
 
 A recoverable error (disk full, a packaging timeout, an unreadable key) retries with backoff;
 past MAX_ATTEMPTS the snapshot fails with the reason, logged as an error.
@@ -28,9 +33,11 @@ from django.db import transaction
 
 from core.choices import ResultStatus
 from core.extractors.registry import find_extractor, get_extractor
+from core.folder.blobs import share_files
 from core.folder.index_json import snapshot_index, write_index
 from core.folder.integrity import check_snapshot
-from core.folder.manifest import TEMP_PREFIX, write_manifest
+from core.folder.manifest import TEMP_PREFIX, read_manifest, write_manifest
+from core.folder.revisits import RevisitError
 from core.folder.signing import (
     SigningKeyError,
     ensure_signing_key,
@@ -40,6 +47,7 @@ from core.folder.wacz import PackagingError, build_wacz
 from core.models import ArchiveResult, Snapshot
 from core.services.captures import snapshot_content_digest
 from core.services.copies import copies_queue
+from core.services.dedup import payloads_record, replay_cache_drop, snapshot_deduplicate
 from core.services.search import snapshot_index_text, snapshot_page_text
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -49,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 
 # What makes a finalizing step fail but may pass on a later attempt.
-RECOVERABLE = (OSError, ValueError, SigningKeyError)
+RECOVERABLE = (OSError, ValueError, SigningKeyError, RevisitError)
 
 
 def snapshot_finalize(*, snapshot: Snapshot) -> None:
@@ -79,6 +87,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         if corrupt:
             _send_back(snapshot, results, corrupt)
             return
+        originals = snapshot_deduplicate(snapshot=snapshot)
         manifest_sha256, signed_by = _write_proofs(snapshot, results)
         content_digest = snapshot_content_digest(snapshot=snapshot)
     except PackagingError as error:
@@ -90,14 +99,54 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
     except RECOVERABLE as error:
         _back_off_finalizing_or_fail(snapshot, f"finalizing failed: {error}")
         return
+    _share(snapshot)
     with transaction.atomic():
         snapshot.seal(
             manifest_sha256=manifest_sha256, signed_by=signed_by, content_digest=content_digest
         )
         snapshot.save()
+        payloads_record(snapshot=snapshot, originals=originals)
         copies_queue(snapshot=snapshot)
         snapshot_index_text(snapshot=snapshot)
     wake_crawl_if_done(snapshot)
+
+
+def snapshot_reseal(*, snapshot: Snapshot) -> None:
+    """Write the proofs of a sealed ``snapshot`` whose folder was rewritten without changing
+    what it holds (revisits made whole: core/services/removal.py) again: its WACZ,
+    ``index.json``, manifest and signature; then re-seal it and queue its storage copies again.
+
+    Raises PackagingError, OSError or SigningKeyError when a proof cannot be written; the
+    snapshot then stays sealed with its earlier manifest, which its folder no longer matches
+    (calling this again finishes the job).
+    """
+    results = list(snapshot.results.order_by("pk"))
+    manifest_sha256, signed_by = _write_proofs(snapshot, results)
+    _share(snapshot)
+    with transaction.atomic():
+        snapshot.reseal(manifest_sha256=manifest_sha256, signed_by=signed_by)
+        snapshot.save()
+        copies_queue(snapshot=snapshot)
+    replay_cache_drop(snapshot_id=snapshot.pk)
+    logger.info("snapshot %s re-sealed: manifest %s", snapshot.pk, manifest_sha256[:16])
+
+
+def _share(snapshot: Snapshot) -> None:
+    """Link the snapshot's files that others hold too to one shared copy (DEDUPLICATE on).
+
+    Sharing saves space and changes no byte: a failure is logged, never a finalizing error.
+    """
+    if not settings.DEDUPLICATE:
+        return
+    folder = snapshot.output_dir
+    try:
+        shared = share_files(folder, read_manifest(folder))
+    except OSError as error:
+        logger.warning("snapshot %s: files not shared: %s", snapshot.pk, error)
+        return
+    if shared.linked:
+        logger.info("snapshot %s: %d files (%d bytes) share a copy held elsewhere",
+                    snapshot.pk, shared.linked, shared.bytes)  # fmt: skip
 
 
 def _check_outputs(snapshot: Snapshot, results: list[ArchiveResult]) -> dict[str, list[str]]:

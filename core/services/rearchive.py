@@ -13,6 +13,7 @@ from core.folder.manifest import INDEX_NAME
 from core.folder.wacz import WACZ_NAME
 from core.models import Snapshot, SnapshotQuerySet
 from core.models.results import STOPPED_PREFIX
+from core.services.dedup import payloads_moved, replay_cache_drop
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
@@ -45,6 +46,8 @@ def snapshot_rearchive(*, snapshot: Snapshot) -> str:
         for result in results:
             result.rearchive(moved_to=moved_to)
             result.save()
+        payloads_moved(snapshot=snapshot, moved_to=moved_to)
+    replay_cache_drop(snapshot_id=snapshot.pk)
     logger.info("snapshot %s queued again; its earlier run is in %s", snapshot.pk, moved_to)
     return moved_to
 

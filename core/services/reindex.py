@@ -9,7 +9,8 @@ It runs in three steps. Reading parses every ``index.json`` (invalid ones become
 gathers the crawls. Restoring reads them again in batches, shallowest snapshots first so that a
 parent is in the database before its children, and creates each batch's rows in one short
 transaction (SQLite takes its write lock for each transaction, so a long run never blocks the
-orchestrator for long). Finishing writes each restored crawl's report and, on PostgreSQL,
+orchestrator for long), then indexes the payloads and revisit records of their WARCs
+(core/services/dedup.py). Finishing writes each restored crawl's report and, on PostgreSQL,
 moves the crawl id sequence past the ids restored.
 """
 
@@ -38,6 +39,7 @@ from core.folder.manifest import INDEX_NAME
 from core.models import ArchiveResult, Snapshot, Tag
 from core.services.captures import snapshot_content_digest
 from core.services.crawls import crawl_report
+from core.services.dedup import payloads_rebuild
 from core.services.search import snapshot_index_text
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
@@ -141,6 +143,8 @@ def archive_reindex(
     report.already_indexed += len(folders) - len(unindexed)
     plan, crawls = _read_all(unindexed, report, progress)
     restored_crawls = _restore_all(plan, crawls, report, progress)
+    # Which records hold payloads and which revisits refer to them is read from the WARCs.
+    report.problems += payloads_rebuild(snapshot_ids=[planned.snapshot_id for planned in plan])
     if restored_crawls:
         _reset_crawl_sequence()
     _finish_crawls()

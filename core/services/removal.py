@@ -8,10 +8,17 @@ from which a removal made by mistake can be undone.
 A folder is first renamed into ``DATA_DIR/trash/`` (one rename, so no half-deleted folder is
 ever left where a snapshot's folder belongs), the rows are deleted, and only then is the
 trash emptied. A crash in between leaves the folder in the trash, never a row without it.
+Emptying it releases the shared copies (core/folder/blobs.py) no other snapshot links to.
+
+A snapshot whose records other snapshots' revisit records refer to (core/services/dedup.py)
+is removed only once those are made whole again, or point at a copy that stays; each
+snapshot so changed is re-sealed (new WACZ, manifest and signature, storage copies queued
+again), and the change is kept in the history of the result whose WARC it was.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import uuid
@@ -19,16 +26,26 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
-from core.models import Snapshot, Tag
+from core.folder.blobs import release_unused
+from core.folder.manifest import MANIFEST_NAME, TEMP_PREFIX, atomic_write, read_manifest
+from core.folder.revisits import RevisitError
+from core.folder.signing import SigningKeyError
+from core.folder.wacz import PackagingError
+from core.models import PayloadRevisit, Snapshot, Tag
+from core.services.dedup import DependentsBusy, referrers_release, replay_cache_drop
+from core.services.finalizing import snapshot_reseal
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
 logger = logging.getLogger(__name__)
 
 TRASH_DIR = "trash"
+# In the folder of a snapshot being removed: the snapshots made whole for it, not re-sealed yet.
+PENDING_NAME = f"{TEMP_PREFIX}reseal-pending.json"
 
 
 class RemovalRefused(Exception):
@@ -41,27 +58,100 @@ def snapshot_remove(*, snapshot_id: uuid.UUID, delete_files: bool = False) -> No
 
     Raises Snapshot.DoesNotExist, and RemovalRefused while any of it is running (see above).
     """
+    snapshot = Snapshot.objects.select_related("crawl").get(pk=snapshot_id)
+    reason = _busy(snapshot)
+    if reason:
+        raise RemovalRefused(f"snapshot {snapshot.pk}: {reason}")
+    _release_dependents(snapshot)
     trash: Path | None = None
-    with transaction.atomic():
-        snapshot = Snapshot.objects.select_for_update().select_related("crawl").get(pk=snapshot_id)
-        reason = _busy(snapshot)
-        if reason:
-            raise RemovalRefused(f"snapshot {snapshot.pk}: {reason}")
-        folder = snapshot.output_dir
-        if delete_files and folder.exists():
-            trash = _move_to_trash(folder)
-        try:
+    folder = snapshot.output_dir
+    try:
+        with transaction.atomic():
+            snapshot = (
+                Snapshot.objects.select_for_update().select_related("crawl").get(pk=snapshot_id)
+            )
+            reason = _busy(snapshot) or _referred_to(snapshot)
+            if reason:
+                raise RemovalRefused(f"snapshot {snapshot.pk}: {reason}")
+            if delete_files and folder.exists():
+                trash = _move_to_trash(folder)
             _forget_seed(snapshot)
             tag_ids = list(snapshot.tags.values_list("pk", flat=True))
             snapshot.delete()
             tags_drop_unused(tag_ids=tag_ids)
-        except BaseException:
-            if trash is not None:
-                trash.rename(folder)  # the rows stay, so the folder goes back
-            raise
+    except BaseException:
+        if trash is not None:
+            trash.rename(folder)  # the rows stay (the commit too may fail), so the folder goes back
+        raise
+    replay_cache_drop(snapshot_id=snapshot_id)
     if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
+        _empty_trash(trash)
     logger.info("snapshot %s removed%s", snapshot_id, " with its folder" if delete_files else "")
+
+
+def _release_dependents(snapshot: Snapshot) -> None:
+    """Make the snapshots whose revisits refer to ``snapshot`` independent of it, and re-seal
+    them (those changed by an earlier attempt that stopped before re-sealing too). Raises
+    RemovalRefused, leaving ``snapshot`` in place, when one cannot be changed or re-sealed."""
+    pending_file = snapshot.output_dir / PENDING_NAME
+    pending = set(_read_pending(pending_file))
+    try:
+        changed = referrers_release(snapshot=snapshot)
+    except DependentsBusy as error:
+        raise RemovalRefused(f"snapshot {snapshot.pk}: {error}") from None
+    except (RevisitError, OSError) as error:
+        raise RemovalRefused(
+            f"snapshot {snapshot.pk}: the snapshots that refer to it cannot be made whole: {error}"
+        ) from None
+    pending |= {str(referrer.pk) for referrer in changed}
+    if not pending:
+        return
+    if snapshot.output_dir.is_dir():
+        atomic_write(pending_file, json.dumps(sorted(pending)).encode())
+    for referrer, lines in changed.items():
+        logger.info("snapshot %s: made independent of %s: %s", referrer.pk, snapshot.pk,
+                    "; ".join(lines))  # fmt: skip
+    for referrer in Snapshot.objects.filter(pk__in=pending, status=SnapshotStatus.SEALED):
+        try:
+            snapshot_reseal(snapshot=referrer)
+        except (PackagingError, OSError, SigningKeyError) as error:
+            raise RemovalRefused(
+                f"snapshot {snapshot.pk}: snapshot {referrer.pk}, made independent of it, "
+                f"could not be re-sealed ({error}); remove it again to finish"
+            ) from None
+    pending_file.unlink(missing_ok=True)
+
+
+def _read_pending(path: Path) -> list[str]:
+    try:
+        return [str(item) for item in json.loads(path.read_bytes())]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, TypeError) as error:
+        logger.warning("%s unreadable (%s): its snapshots are not re-sealed again", path, error)
+        return []
+
+
+def _referred_to(snapshot: Snapshot) -> str:
+    """Say which snapshot's revisits still refer to ``snapshot``, or return ""."""
+    referring = PayloadRevisit.objects.filter(original__snapshot=snapshot).first()
+    if referring is None:
+        return ""
+    return (
+        f"snapshot {referring.snapshot_id} began to refer to its records meanwhile: remove it again"
+    )
+
+
+def _empty_trash(trash: Path) -> None:
+    """Delete a removed folder, then the shared copies only it linked to."""
+    try:
+        digests = list(read_manifest(trash).values()) if (trash / MANIFEST_NAME).is_file() else []
+    except (OSError, UnicodeDecodeError):
+        digests = []
+    shutil.rmtree(trash, ignore_errors=True)
+    released = release_unused(digests)
+    if released:
+        logger.info("%d shared copies released with %s", released, trash.name)
 
 
 def crawl_remove(*, crawl_id: int, delete_files: bool = False) -> int:
@@ -78,7 +168,10 @@ def crawl_remove(*, crawl_id: int, delete_files: bool = False) -> int:
             f"crawl {crawl.pk} is {crawl.status}: hold it first (manage.py hold {crawl.pk})"
         )
     removed, refused = 0, []
-    for snapshot_id in crawl.snapshots.order_by("-depth").values_list("pk", flat=True):
+    # The latest sealed first: a revisit refers only to a snapshot sealed before its own, so
+    # the crawl's snapshots that refer to others go before those, which need not be made whole.
+    latest_first = crawl.snapshots.order_by(F("end_ts").desc(nulls_first=True), "-depth")
+    for snapshot_id in latest_first.values_list("pk", flat=True):
         try:
             snapshot_remove(snapshot_id=snapshot_id, delete_files=delete_files)
             removed += 1

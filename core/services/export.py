@@ -7,6 +7,12 @@ checksums over the damage and pass for good. Whatever is left out is reported wi
 ``LeftOut.problem`` tells damage and failures (which the caller should treat as an error) from
 snapshots that are simply not exportable (not sealed yet, no WARC to make a WACZ from).
 
+A snapshot whose WARCs hold revisit records (core/services/dedup.py) is not whole alone: a bag
+also carries, as folders of their own, the snapshots holding the records they refer to
+(``Vellum-Referred-Snapshot-Count`` in bag-info.txt), each verified and signed as it is; a WACZ
+is packaged with those records in place of the revisits. A snapshot whose originals are
+damaged is left out.
+
 Copies are checked as well: a disk can return other bytes than it was given without an error.
 For a bag, the SHA-256 that bagit computes of every copied file while making the bag must equal
 the snapshot manifest's (one read of each copy, which bagit makes anyway); for WACZ files, the
@@ -20,6 +26,7 @@ import shutil
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +35,7 @@ from django.conf import settings
 
 from core.choices import SnapshotStatus
 from core.folder.manifest import TAG_FILES, TEMP_PREFIX, payload_files, read_manifest, sha256_file
+from core.folder.revisits import RevisitError
 from core.folder.wacz import (
     WACZ_NAME,
     PackagingError,
@@ -37,6 +45,7 @@ from core.folder.wacz import (
     validate_waczs,
 )
 from core.models import Snapshot
+from core.services.dedup import has_revisits, referred_snapshots, whole_folder, whole_page
 from core.services.fixity import local_problems
 from core.services.search import snapshot_page_text
 from crawls.models import Crawl
@@ -182,28 +191,43 @@ def export_bagit(
     progress = on_progress or (lambda event: None)
     report = ExportReport(format="bagit", dest=dest, selected=len(selection.snapshots))
     intact = _verified(selection.snapshots, report, progress)
+    intact, referred = _with_referred(intact, report, progress)
     if not intact:
         return report
     dest.mkdir(parents=True, exist_ok=True)
-    for done, snapshot in enumerate(intact, 1):
+    for done, snapshot in enumerate(intact + referred, 1):
         _copy_folder(snapshot.output_dir, dest / str(snapshot.pk))
-        progress(
-            ExportProgress("Copying", done, len(intact), f"{snapshot.pk} {snapshot.url}: copied")
-        )
+        line = f"{snapshot.pk} {snapshot.url}: copied"
+        if snapshot in referred:
+            line += " (records the others refer to)"
+        progress(ExportProgress("Copying", done, len(intact) + len(referred), line))
     progress(ExportProgress("Making the bag", 0, 0))
+    info = _bag_info(selection, len(intact), len(referred))
     try:
-        bag = bagit.make_bag(str(dest), _bag_info(selection, len(intact)), checksums=BAG_CHECKSUMS)
+        bag = bagit.make_bag(str(dest), info, checksums=BAG_CHECKSUMS)
     except bagit.BagError as error:  # files it cannot read or move
         raise ExportError(f"bagit could not make a bag of {dest}: {error}") from error
-    differ = _copies_that_differ(bag, intact)
+    differ = _copies_that_differ(bag, intact + referred)
+    # A referrer goes with the copies it depends on.
+    for snapshot in intact:
+        if snapshot not in differ:
+            wrong = [other for other in referred_snapshots([snapshot]) if other in differ]
+            if wrong:
+                differ[snapshot] = [f"the copy of snapshot {wrong[0].pk}, which it refers to"]
     for snapshot, problems in differ.items():
         shutil.rmtree(dest / "data" / str(snapshot.pk))
+        if snapshot in referred:
+            continue
         item = _left_out(snapshot, "copied wrong", f"copy differs: {'; '.join(problems)}", True)
         report.left_out.append(item)
         progress(ExportProgress("Making the bag", 0, 0, item.line(), left_out=True))
     kept = [snapshot for snapshot in intact if snapshot not in differ]
+    needed = referred_snapshots(kept)
+    for snapshot in referred:
+        if snapshot not in differ and snapshot not in needed:
+            shutil.rmtree(dest / "data" / str(snapshot.pk))
     if differ and kept:
-        bag.info.update(_bag_info(selection, len(kept)))
+        bag.info.update(_bag_info(selection, len(kept), len(needed)))
         bag.save(manifests=True)
     if not kept:
         _empty(dest)  # it was empty before: leave no bag without content
@@ -219,13 +243,46 @@ def export_bagit(
     return report
 
 
-def _bag_info(selection: Selection, count: int) -> dict[str, str]:
-    return {
+def _bag_info(selection: Selection, count: int, referred: int = 0) -> dict[str, str]:
+    info = {
         "Source-Organization": SOURCE_ORGANIZATION,
         "External-Description": selection.describe(count),
         "External-Identifier": selection.identifier,
         "Vellum-Snapshot-Count": str(count),
     }
+    if referred:
+        info["External-Description"] += (
+            f", with {_count(referred, 'earlier snapshot')} holding records they refer to"
+        )
+        info["Vellum-Referred-Snapshot-Count"] = str(referred)
+    return info
+
+
+def _with_referred(
+    intact: list[Snapshot], report: ExportReport, progress: ProgressCallback
+) -> tuple[list[Snapshot], list[Snapshot]]:
+    """Return the snapshots of ``intact`` that can go whole, and the other snapshots that hold
+    the records their revisits refer to (sealed and intact; oldest first). A snapshot that
+    refers to a damaged or unsealed one is left out, in ``report``."""
+    referred = referred_snapshots(intact)
+    if not referred:
+        return intact, []
+    sound = {snapshot.pk for snapshot in _verified(referred, ExportReport("", Path(), 0), _quiet)}
+    kept = []
+    for snapshot in intact:
+        broken = [other for other in referred_snapshots([snapshot]) if other.pk not in sound]
+        if not broken:
+            kept.append(snapshot)
+            continue
+        reason = f"it refers to records of snapshot {broken[0].pk}, which is damaged or not sealed"
+        item = _left_out(snapshot, "refers to damage", reason, True)
+        report.left_out.append(item)
+        progress(ExportProgress("Verifying", 0, 0, item.line(), left_out=True))
+    return kept, referred_snapshots(kept)
+
+
+def _quiet(event: ExportProgress) -> None:
+    """Progress of a step not shown."""
 
 
 def _copy_folder(source: Path, target: Path) -> None:
@@ -334,6 +391,19 @@ def _write_wacz(snapshot: Snapshot, target: Path, timeout: float) -> LeftOut | N
     """
     folder = snapshot.output_dir
     source = folder / WACZ_NAME
+    if has_revisits(snapshot):
+        try:
+            with whole_folder(snapshot) as root:
+                package_wacz(
+                    [whole_page(snapshot, root)],
+                    target,
+                    title=snapshot.title or snapshot.url,
+                    description=f"Vellum snapshot of {snapshot.url}",
+                    timeout=timeout,
+                )
+        except (PackagingError, RevisitError) as error:
+            return _left_out(snapshot, "failed to package", f"packaging failed: {error}", True)
+        return None
     if source.is_file():
         expected = read_manifest(folder).get(WACZ_NAME)
         temp = target.with_name(f"{TEMP_PREFIX}{target.name}")
@@ -380,14 +450,21 @@ def _combine(
     if not with_warcs:
         return None
     try:
-        return package_wacz(
-            [_page_source(snapshot) for snapshot in with_warcs],
-            output,
-            title=f"Vellum crawl {selection.crawl.pk}",
-            description=selection.describe(len(with_warcs)),
-            timeout=timeout * len(with_warcs),
-        )
-    except PackagingError as error:
+        with ExitStack() as stack:
+            sources = [
+                whole_page(snapshot, stack.enter_context(whole_folder(snapshot)))
+                if has_revisits(snapshot)
+                else _page_source(snapshot)
+                for snapshot in with_warcs
+            ]
+            return package_wacz(
+                sources,
+                output,
+                title=f"Vellum crawl {selection.crawl.pk}",
+                description=selection.describe(len(with_warcs)),
+                timeout=timeout * len(with_warcs),
+            )
+    except (PackagingError, RevisitError) as error:
         report.failures.append(f"{output.name}: {error}")
         return None
 

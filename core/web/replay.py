@@ -6,6 +6,8 @@ core.web.origins.CONTAINMENT_CSP to the pages it answers itself."""
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.http import (
     FileResponse,
@@ -14,14 +16,17 @@ from django.http import (
     HttpResponse,
     HttpResponseBadRequest,
     HttpResponseNotFound,
+    HttpResponseServerError,
 )
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_safe
 
-from core.folder.wacz import WACZ_NAME
+from core.folder.revisits import RevisitError
+from core.folder.wacz import WACZ_NAME, PackagingError
 from core.models import Snapshot
+from core.services.dedup import snapshot_replay_wacz
 from core.web.origins import (
     CLEAR_STORAGE,
     CONTAINMENT_CSP,
@@ -31,6 +36,8 @@ from core.web.origins import (
     snapshot_id_for_host,
     token_of_source,
 )
+
+logger = logging.getLogger(__name__)
 
 # ReplayWeb.page's front end and its service worker, served under /replay/lib/ and imported by
 # Vellum's own /replay/sw.js. A worker's widest scope is the folder its script is served from,
@@ -82,11 +89,24 @@ def replay_app(request: HttpRequest) -> HttpResponse:
 @require_safe
 def replay_wacz(request: HttpRequest, token: str) -> HttpResponse:
     """Return the WACZ of the snapshot a signed link names (404 for a bad link, a link of
-    another snapshot's replay host, or no WACZ)."""
+    another snapshot's replay host, or no WACZ).
+
+    A snapshot whose WARCs hold revisit records is served a WACZ made whole from the records
+    they refer to (core/services/dedup.py): ReplayWeb.page finds a revisit's payload only in
+    what it has loaded, and loading the other snapshots' WACZ files here would hand this
+    replay host their data too. A 500 says why when that WACZ cannot be made.
+    """
     snapshot, problem = _linked_snapshot(request, token)
     if problem:
         return _not_found(problem)
-    handle = open(snapshot.output_dir / WACZ_NAME, "rb")  # noqa: SIM115 - FileResponse closes it
+    try:
+        path = snapshot_replay_wacz(snapshot=snapshot)
+    except (RevisitError, PackagingError) as error:
+        logger.error("snapshot %s cannot be replayed: %s", snapshot.pk, error)
+        return HttpResponseServerError(
+            f"This snapshot cannot be replayed: {error}\n", content_type="text/plain; charset=utf-8"
+        )
+    handle = open(path, "rb")  # noqa: SIM115 - FileResponse closes it
     response = FileResponse(handle, content_type="application/wacz")
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = WACZ_CSP

@@ -108,15 +108,22 @@ def sealed_snapshot(url: str = "http://a.example/") -> Snapshot:
 
 
 def flip_byte(path: Path, at: int | None = None) -> None:
-    """Flip the lowest bit of one byte of ``path`` (the middle one by default)."""
+    """Flip the lowest bit of one byte of ``path`` (the middle one by default).
+
+    The damaged bytes go in a file of the path's own: snapshots' identical files are one
+    read-only file on disk (core/folder/blobs.py), and a test damages one snapshot at a time.
+    """
     data = bytearray(path.read_bytes())
     at = len(data) // 2 if at is None else at
     data[at] ^= 0x01
+    path.unlink()
     path.write_bytes(bytes(data))
 
 
 def truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    data = path.read_bytes()
+    path.unlink()  # a file of its own, as flip_byte's
+    path.write_bytes(data[: len(data) // 2])
 
 
 def edit_digest(folder: Path, relative: str = PAGE) -> None:

@@ -67,7 +67,12 @@ def make_snapshot_folder(
 
 
 def flip_byte(path: Path, offset: int = -10) -> None:
-    """Invert one byte of ``path`` (silent corruption, size unchanged)."""
+    """Invert one byte of ``path`` (silent corruption, size unchanged).
+
+    The damaged bytes go in a file of the path's own: snapshots' identical files are one
+    read-only file on disk (core/folder/blobs.py), and a test damages one snapshot at a time.
+    """
     data = bytearray(path.read_bytes())
     data[offset] ^= 0xFF
+    path.unlink()
     path.write_bytes(bytes(data))

@@ -1,0 +1,412 @@
+"""Unchanged bytes stored once (issue 20 item 3; core/services/dedup.py, core/folder/revisits.py,
+core/folder/blobs.py): a page archived again through the real pipeline (wget, curl, a server on
+127.0.0.1) is written as WARC revisit records and hard links, every folder still verifies on its
+own, and removing, re-archiving, exporting and reindexing keep every snapshot whole."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from warcio.archiveiterator import ArchiveIterator
+
+from archive.testing import artifact_path
+from core.choices import SnapshotStatus
+from core.folder.blobs import blob_path, share_files
+from core.folder.formats import check_warc
+from core.folder.manifest import read_manifest
+from core.folder.revisits import PROFILES, Original, ToResponse, ToRevisit, rewrite_warc, scan_warc
+from core.models import PayloadRecord, PayloadRevisit, Snapshot
+from core.services.crawls import crawl_create
+from core.services.dedup import snapshot_replay_wacz
+from core.services.fixity import local_problems
+from core.services.rearchive import snapshot_rearchive
+from core.services.reindex import archive_reindex
+from core.services.removal import RemovalRefused, snapshot_remove
+from core.tests.dedup_site import DedupSite, site_files
+from core.tests.pipeline import archive_crawl
+from core.tests.test_isolation import staff_browser
+from core.tests.test_replay_theft import replayed
+from core.web.origins import replay_url
+from crawls.models import Crawl
+
+pytestmark = pytest.mark.django_db
+
+BAGIT = Path(sys.executable).parent / "bagit.py"
+WGET_WARC = "wget/warc/archive.warc.gz"
+# The site's files a capture of its page fetches, by path; all are past DEDUP_MIN_BYTES.
+STORED_ONCE = ("/index.html", "/static/style.css", "/static/app.js", "/static/logo.png")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[DedupSite]:
+    server = DedupSite(tmp_path / "site").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def data_dir(settings, tmp_path: Path) -> Path:
+    settings.DATA_DIR = tmp_path / "data"
+    settings.ARCHIVE_DIR = tmp_path / "data" / "archive"
+    settings.SOURCES_DIR = tmp_path / "data" / "sources"
+    settings.KEYS_DIR = tmp_path / "data" / "keys"
+    return settings.DATA_DIR
+
+
+def capture(site: DedupSite, path: str = "/index.html") -> Snapshot:
+    """Archive ``path`` of ``site`` in a crawl of its own through the pipeline; return it."""
+    crawl = crawl_create(data=f"{site.url(path)}\n".encode(), source_name="urls.txt")
+    archive_crawl(crawl)
+    snapshot = Snapshot.objects.get(crawl=crawl)
+    assert snapshot.status == SnapshotStatus.SEALED, snapshot.error
+    return snapshot
+
+
+def records(snapshot: Snapshot, warc: str = WGET_WARC) -> dict[str, dict]:
+    """The response and revisit records of ``snapshot``'s WARC by URL path: type, headers and
+    payload (b"" for a revisit)."""
+    found = {}
+    with open(snapshot.output_dir / warc, "rb") as stream:
+        for record in ArchiveIterator(stream):
+            if record.rec_type not in ("response", "revisit"):
+                continue
+            uri = record.rec_headers.get_header("WARC-Target-URI")
+            found["/" + uri.split("/", 3)[3]] = {
+                "type": record.rec_type,
+                "headers": dict(record.rec_headers.headers),
+                "payload": record.raw_stream.read(),
+            }
+    return found
+
+
+def sha256sum_ok(folder: Path) -> bool:
+    """``sha256sum -c`` of the folder's manifest, as a person checks it without Vellum."""
+    done = subprocess.run(
+        ["sha256sum", "-c", "--quiet", "manifest-sha256.txt"], cwd=folder, capture_output=True
+    )
+    return done.returncode == 0
+
+
+def inodes(folder: Path) -> dict[tuple[int, int], int]:
+    """``{(device, inode): size}`` of every file under ``folder``: its bytes as ``du`` counts
+    them (a hard-linked file once)."""
+    return {
+        (path.stat().st_dev, path.stat().st_ino): path.stat().st_size
+        for path in folder.rglob("*")
+        if path.is_file()
+    }
+
+
+def site_bytes(path: str) -> bytes:
+    return site_files()[path.lstrip("/")]
+
+
+# --- storing once --------------------------------------------------------------------------------
+
+
+def test_a_page_archived_twice_is_written_as_revisits_and_shared_files(site) -> None:
+    first, second = capture(site), capture(site)
+
+    before, after = records(first), records(second)
+    assert {before[path]["type"] for path in STORED_ONCE} == {"response"}
+    for path in STORED_ONCE:
+        revisit, original = after[path]["headers"], before[path]["headers"]
+        assert after[path]["type"] == "revisit"
+        assert after[path]["payload"] == b""
+        assert revisit["WARC-Profile"] == PROFILES["WARC/1.0"]  # wget writes WARC/1.0
+        assert revisit["WARC-Refers-To"] == original["WARC-Record-ID"]
+        assert revisit["WARC-Refers-To-Target-URI"] == site.url(path)
+        assert revisit["WARC-Refers-To-Date"] == original["WARC-Date"]
+        assert revisit["WARC-Payload-Digest"] == original["WARC-Payload-Digest"]
+        assert before[path]["payload"].endswith(site_bytes(path))
+    assert check_warc(second.output_dir / WGET_WARC) == []
+    assert PayloadRevisit.objects.filter(snapshot=second).count() == len(STORED_ONCE)
+    # Each folder verifies alone, by Vellum and by coreutils.
+    for snapshot in (first, second):
+        assert local_problems(snapshot)[0] == []
+        assert sha256sum_ok(snapshot.output_dir)
+    # The page wget saved and its requisites are one file on disk, read-only.
+    host = f"127.0.0.1+{site.port}"
+    for name in ("index.html", "static/app.js", "static/logo.png", "static/style.css"):
+        one, two = (s.output_dir / "wget" / host / name for s in (first, second))
+        assert one.stat().st_ino == two.stat().st_ino == blob_path(sha256(two)).stat().st_ino
+        assert two.stat().st_nlink == 3 and two.stat().st_mode & 0o777 == 0o400
+    # So the second capture adds a fraction of the first's bytes.
+    first_bytes = sum(inodes(first.output_dir).values())
+    added = inodes(second.output_dir).keys() - inodes(first.output_dir).keys()
+    second_bytes = sum(inodes(second.output_dir)[key] for key in added)
+    assert second_bytes < first_bytes / 2, (first_bytes, second_bytes)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_changed_requisite_is_stored_whole_again(site) -> None:
+    first = capture(site)
+    site.write("static/app.js", site_bytes("/static/app.js") + b"// changed\n")
+    second = capture(site)
+
+    after = records(second)
+    assert after["/static/app.js"]["type"] == "response"
+    assert after["/static/app.js"]["payload"].endswith(b"// changed\n")
+    assert after["/static/logo.png"]["type"] == "revisit"
+    host = f"127.0.0.1+{site.port}"
+    one, two = (s.output_dir / "wget" / host / "static" / "app.js" for s in (first, second))
+    assert one.stat().st_ino != two.stat().st_ino
+
+
+def test_with_deduplicate_off_every_capture_is_whole(settings, site) -> None:
+    settings.DEDUPLICATE = False
+    first, second = capture(site), capture(site)
+
+    assert {record["type"] for record in records(second).values()} == {"response"}
+    host = f"127.0.0.1+{site.port}"
+    one, two = (s.output_dir / "wget" / host / "static" / "app.js" for s in (first, second))
+    assert one.stat().st_ino != two.stat().st_ino
+    assert not PayloadRevisit.objects.exists()
+
+
+# --- removal -------------------------------------------------------------------------------------
+
+
+def test_removing_the_first_crawl_leaves_the_later_ones_whole_and_verifiable(site) -> None:
+    first, second, third = capture(site), capture(site), capture(site)
+    manifest_before = second.manifest_sha256
+    first_only = [d for d in read_manifest(first.output_dir).values() if blob_path(d).exists()]
+    first_only = [d for d in first_only if blob_path(d).stat().st_nlink == 2]  # its own files
+
+    call_command(
+        "remove", "--crawl", str(first.crawl_id), "--delete", "--yes", stdout=io.StringIO()
+    )
+
+    assert not Crawl.objects.filter(pk=first.crawl_id).exists()
+    assert not first.output_dir.exists()
+    second, third = (Snapshot.objects.get(pk=s.pk) for s in (second, third))
+    # The second holds the payloads again, byte for byte as the site served them...
+    after = records(second)
+    for path in STORED_ONCE:
+        assert after[path]["type"] == "response"
+        assert after[path]["payload"].endswith(site_bytes(path))
+    # ...and the third now refers to the second's copy: still stored once.
+    kept = {path: record["headers"]["WARC-Record-ID"] for path, record in after.items()}
+    for path, record in records(third).items():
+        if path in STORED_ONCE:
+            assert record["type"] == "revisit"
+            assert record["headers"]["WARC-Refers-To"] == kept[path]
+    for snapshot in (second, third):
+        assert snapshot.status == SnapshotStatus.SEALED
+        assert local_problems(snapshot)[0] == []
+        assert sha256sum_ok(snapshot.output_dir)
+    assert second.manifest_sha256 != manifest_before  # re-sealed, with a new signature
+    wget = second.results.get(extractor="wget")
+    assert wget.history[-1]["event"] == "revisits resolved"
+    assert str(first.pk) in wget.history[-1]["reason"]
+    index = json.loads((second.output_dir / "index.json").read_text())
+    wget_entry = next(r for r in index["results"] if r["extractor"] == "wget")
+    assert wget_entry["history"][-1]["event"] == "revisits resolved"
+    # What only the first linked is gone from the store; what the others share is kept.
+    assert first_only and not any(blob_path(digest).exists() for digest in first_only)
+    app = second.output_dir / "wget" / f"127.0.0.1+{site.port}" / "static" / "app.js"
+    assert blob_path(sha256(app)).stat().st_nlink == 3
+
+
+def test_removing_a_snapshot_waits_for_one_that_refers_to_it_and_is_finalizing(site) -> None:
+    first, second = capture(site), capture(site)
+    Snapshot.objects.filter(pk=second.pk).update(status=SnapshotStatus.FINALIZING)
+
+    with pytest.raises(RemovalRefused, match=f"snapshot {second.pk}.* is finalizing"):
+        snapshot_remove(snapshot_id=first.pk, delete_files=True)
+
+    assert first.output_dir.is_dir() and Snapshot.objects.filter(pk=first.pk).exists()
+    assert records(second)["/index.html"]["type"] == "revisit"
+
+
+def test_a_rearchived_original_still_serves_those_that_refer_to_it(site) -> None:
+    first, second = capture(site), capture(site)
+    moved_to = snapshot_rearchive(snapshot=first)
+    assert PayloadRecord.objects.filter(snapshot=first, warc=f"{moved_to}/{WGET_WARC}").exists()
+
+    replayed = snapshot_replay_wacz(snapshot=second)
+
+    assert wacz_record_types(replayed) == {"response"}
+    archive_crawl(Crawl.objects.get(pk=first.crawl_id))  # the new run, sealed
+    snapshot_remove(snapshot_id=first.pk, delete_files=True)
+    second = Snapshot.objects.get(pk=second.pk)
+    assert records(second)["/static/app.js"]["type"] == "response"
+    assert local_problems(second)[0] == []
+
+
+# --- export and replay ---------------------------------------------------------------------------
+
+
+def wacz_record_types(path: Path) -> set[str]:
+    """The types of the response and revisit records in a WACZ's WARCs."""
+    types = set()
+    with zipfile.ZipFile(path) as wacz:
+        for name in wacz.namelist():
+            if name.startswith("archive/") and "screenshot" not in name:
+                stream = io.BytesIO(wacz.read(name))
+                types |= {
+                    record.rec_type
+                    for record in ArchiveIterator(stream)
+                    if record.rec_type in ("response", "revisit")
+                }
+    return types
+
+
+def test_a_bag_of_the_second_crawl_alone_validates_with_what_it_refers_to(site, tmp_path) -> None:
+    first, second = capture(site), capture(site)
+    bag = tmp_path / "bag"
+
+    call_command("export", "--format", "bagit", "--crawl", str(second.crawl_id), str(bag),
+                 stdout=io.StringIO())  # fmt: skip
+
+    done = subprocess.run([sys.executable, str(BAGIT), "--validate", str(bag)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    info = dict(line.split(": ", 1) for line in (bag / "bag-info.txt").read_text().splitlines())
+    assert info["Vellum-Snapshot-Count"] == "1"
+    assert info["Vellum-Referred-Snapshot-Count"] == "1"
+    assert sorted(p.name for p in (bag / "data").iterdir()) == sorted(
+        [str(first.pk), str(second.pk)]
+    )
+    # Each folder in the bag verifies alone, and every revisit finds its original there.
+    for snapshot in (first, second):
+        assert sha256sum_ok(bag / "data" / str(snapshot.pk))
+    originals = {info.record_id for info in scan_warc(bag / "data" / str(first.pk) / WGET_WARC)}
+    revisits = [r for r in scan_warc(bag / "data" / str(second.pk) / WGET_WARC) if r.refers_to]
+    assert revisits and all(r.refers_to in originals for r in revisits)
+
+
+def test_a_wacz_export_of_a_revisit_only_page_is_whole(site, tmp_path) -> None:
+    capture(site)
+    second = capture(site)
+    dest = tmp_path / "waczs"
+
+    call_command("export", "--format", "wacz", "--snapshot", str(second.pk), str(dest),
+                 stdout=io.StringIO())  # fmt: skip
+
+    exported = dest / f"{second.pk}.wacz"
+    assert wacz_record_types(exported) == {"response"}
+    assert "revisit" in wacz_record_types(second.output_dir / "snapshot.wacz")
+
+
+def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(site) -> None:
+    capture(site)
+    second = capture(site)
+
+    replayed = snapshot_replay_wacz(snapshot=second)
+
+    assert replayed != second.output_dir / "snapshot.wacz"
+    assert "revisit" in wacz_record_types(second.output_dir / "snapshot.wacz")
+    assert wacz_record_types(replayed) == {"response"}
+    assert snapshot_replay_wacz(snapshot=second) == replayed  # kept for the next replay
+
+
+# --- reindex -------------------------------------------------------------------------------------
+
+
+def test_reindex_reads_the_payload_index_back_from_the_warcs(site) -> None:
+    capture(site)
+    capture(site)
+    expected = sorted(
+        PayloadRevisit.objects.values_list("snapshot_id", "record_id", "original__record_id")
+    )
+    originals = PayloadRecord.objects.count()
+    Snapshot.objects.all().delete()  # the database lost, the folders kept
+    assert not PayloadRecord.objects.exists()
+
+    report = archive_reindex()
+
+    assert report.problems == []
+    assert PayloadRecord.objects.count() == originals
+    assert expected == sorted(
+        PayloadRevisit.objects.values_list("snapshot_id", "record_id", "original__record_id")
+    )
+
+
+# --- the folder layer ----------------------------------------------------------------------------
+
+
+def test_a_response_made_a_revisit_and_back_is_the_same_record(site, tmp_path) -> None:
+    warc = capture(site).output_dir / WGET_WARC
+    original = tmp_path / "original.warc.gz"
+    original.write_bytes(warc.read_bytes())
+    copy = tmp_path / "copy.warc.gz"
+    copy.write_bytes(warc.read_bytes())
+    responses = [r for r in scan_warc(copy) if r.payload and r.payload.length > 0]
+
+    to_revisits = {
+        r.record_id: ToRevisit(Original(r.record_id, r.target_uri, r.warc_date)) for r in responses
+    }
+    made = rewrite_warc(copy, to_revisits)
+    assert made == len(responses) and check_warc(copy) == []
+    assert copy.stat().st_size < original.stat().st_size
+    back = rewrite_warc(
+        copy, {r.record_id: ToResponse(original, r.record_id, r.payload.sha256) for r in responses}
+    )
+
+    assert back == len(responses)
+    assert gzip.decompress(copy.read_bytes()) == gzip.decompress(original.read_bytes())
+
+
+def test_a_damaged_shared_copy_is_replaced_not_spread(settings, tmp_path) -> None:
+    content = b"the same requisite in two snapshots\n" * 40
+    digest = hashlib.sha256(content).hexdigest()
+    one, two = tmp_path / "one", tmp_path / "two"
+    for folder in (one, two):
+        (folder / "wget").mkdir(parents=True)
+        (folder / "wget" / "app.js").write_bytes(content)
+    share_files(one, {"wget/app.js": digest})
+    blob = blob_path(digest)
+    blob.chmod(0o600)
+    blob.write_bytes(b"rotten" + content[6:])  # the disk returns other bytes (one's file too)
+
+    share_files(two, {"wget/app.js": digest})
+
+    assert (two / "wget" / "app.js").read_bytes() == content
+    assert blob_path(digest).read_bytes() == content
+    assert blob_path(digest).stat().st_ino == (two / "wget" / "app.js").stat().st_ino
+
+
+# --- replay in Chromium --------------------------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_revisit_only_page_replays_in_chromium(site, live_server, rf) -> None:
+    """The second capture's WARC holds no payload of its page: replay still shows the page,
+    its stylesheet and its image, from the archive alone (the site is stopped first)."""
+    capture(site)
+    second = capture(site)
+    assert {records(second)[path]["type"] for path in STORED_ONCE} == {"revisit"}
+    site.stop()
+    request = rf.get("/", HTTP_HOST=live_server.url.removeprefix("http://"))
+    link = replay_url(request, second.pk)
+
+    with staff_browser(live_server) as (context, _session):
+        tab = context.new_page()
+        tab.goto(link)
+        page = replayed(tab)
+        heading = page.locator("#heading").inner_text(timeout=60_000)
+        image = page.locator("img").evaluate("(img) => img.complete && img.naturalWidth")
+        rules = page.locator("body").evaluate(
+            "() => [...document.styleSheets].reduce((n, s) => n + s.cssRules.length, 0)"
+        )
+        shot = artifact_path("replay/dedup-revisit-only.png")
+        tab.screenshot(path=shot)
+
+    assert heading == "Stored once"
+    assert image == 48  # the logo's payload came from the first capture's record
+    assert rules >= 60  # and so did the stylesheet's

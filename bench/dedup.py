@@ -38,6 +38,7 @@ from throughput import DOCS_DIR, MANAGE, DocsServer, ensure_docs, log, page_urls
 EXTRACTORS = "headers,wget,title,favicon,htmltotext,outlinks"
 GOAL_RATIO = 0.10
 BAGIT = Path(sys.executable).parent / "bagit.py"
+BLOBS = "blobs"
 
 
 def usage(folder: Path) -> dict[tuple[int, int], tuple[int, int, str]]:
@@ -50,9 +51,10 @@ def usage(folder: Path) -> dict[tuple[int, int], tuple[int, int, str]]:
                 info = path.lstat()
             except FileNotFoundError:
                 continue
-            found.setdefault(
-                (info.st_dev, info.st_ino), (info.st_size, info.st_blocks * 512, str(path))
-            )
+            key = (info.st_dev, info.st_ino)
+            # A file shared through the store is named by its place in a snapshot folder.
+            if key not in found or f"/{BLOBS}/" in found[key][2]:
+                found[key] = (info.st_size, info.st_blocks * 512, str(path))
     return found
 
 
@@ -65,8 +67,8 @@ def totals(files: dict) -> tuple[int, int]:
 def kind(path: str) -> str:
     """What a file is, for the breakdown of where a crawl's bytes went."""
     name = path.rsplit("/", 1)[-1]
-    if "/blobs/" in path:
-        return "shared copies"
+    if f"/{BLOBS}/" in path:
+        return "shared copies no snapshot file names"
     if "/archive/" not in path:
         return "database, logs, inputs"
     if name.endswith((".warc.gz", ".warc")):
@@ -117,10 +119,9 @@ def logical_bytes(data_dir: Path) -> int:
 
 def crawl_ids(env: dict[str, str]) -> list[int]:
     code = (
-        "from crawls.models import Crawl; print(list(Crawl.objects.values_list('pk', flat=True)))"
+        "from crawls.models import Crawl; print(sorted(Crawl.objects.values_list('pk', flat=True)))"
     )
-    done = manage(["shell", "-c", code], env)
-    return json.loads(done.stdout.strip())
+    return shell_json(code, env)
 
 
 def counts(env: dict[str, str]) -> dict:
@@ -130,7 +131,17 @@ def counts(env: dict[str, str]) -> dict:
         "'snapshots': Snapshot.objects.count(), 'originals': PayloadRecord.objects.count(), "
         "'revisits': PayloadRevisit.objects.count()}))"
     )
-    return json.loads(manage(["shell", "-c", code], env).stdout.strip())
+    return shell_json(code, env)
+
+
+def shell_json(code: str, env: dict[str, str]) -> object:
+    """Run ``code`` in ``manage.py shell``; return the JSON its last line prints (the shell
+    says first how many objects it imported)."""
+    done = manage(["shell", "--no-imports", "-c", code], env)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        sys.exit(f"error: manage.py shell failed:\n{done.stderr[-1500:]}")
+    return json.loads(lines[-1])
 
 
 def main(argv: list[str] | None = None) -> int:

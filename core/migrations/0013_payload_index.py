@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0011_hosts'),
+        ('core', '0012_snapshot_content_digest'),
     ]
 
     operations = [

@@ -19,6 +19,9 @@ urlpatterns = [
     re_path(r"^at/(?P<timestamp>[0-9]{4,14})/(?P<url>.+)$", memento.timegate, name="memento"),
     path("at/<path:url>", memento.timegate, name="timegate"),
     path("timemap/link/<path:url>", memento.timemap, name="timemap"),
+    # A snapshot's files for its page's sandboxed frames, by signed link (core/web/viewing.py);
+    # core/web/middleware.py keeps cookies off it.
+    path("view/<str:token>/<path:path>", files.view_file, name="view_file"),
     # The replay host's routes (core/web/origins.py); core/web/middleware.py keeps them off the
     # app's host.
     path("replay/", replay.replay_app, name="replay_app"),

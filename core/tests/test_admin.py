@@ -278,7 +278,8 @@ def test_snapshot_change_page_without_a_folder(admin_client: Client, archive: Ar
 
 
 def test_linked_files_are_served(admin_client: Client, archive: Archive) -> None:
-    response = admin_client.get(file_url(archive.good, "wget/good.example/index.html"))
+    # An archived page goes to its signed view link (core/web/viewing.py).
+    response = admin_client.get(file_url(archive.good, "wget/good.example/index.html"), follow=True)
 
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == b"content of wget/good.example/index.html"

@@ -290,8 +290,10 @@ READER_VIEWS = {
 READER_REDIRECTS = {"core:memento", "core:timegate"}
 # Open to anyone, on purpose: replay answers on its own host to a signed link (a capability,
 # core/web/origins.py) and never sees the app's session; the public keys are what verifies a
-# snapshot's signature without Vellum.
+# snapshot's signature without Vellum. A view link serves one snapshot's files to its page's
+# sandboxed frames, to whoever holds the signed link the page hands a reader (core/web/viewing.py).
 OPEN_VIEWS = {
+    "core:view_file",
     "core:replay_app",
     "core:replay_asset",
     "core:replay_worker",

@@ -1,5 +1,7 @@
-"""Serve a snapshot's output files from DATA_DIR, never anything outside its folder, and the
-archive's public signing keys to anyone."""
+"""Serve a snapshot's output files from DATA_DIR, never anything outside its folder: to a reader
+under ``/archive/<id>/`` (downloads, the admin's links), and to the snapshot page's sandboxed
+frames under a signed, cookie-less ``/view/<token>/`` (core/web/viewing.py); and the archive's
+public signing keys to anyone."""
 
 from __future__ import annotations
 
@@ -14,19 +16,37 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseNotFound,
+    HttpResponseRedirect,
     JsonResponse,
 )
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_safe
 
 from core.folder import signing
 from core.models import Snapshot
 from core.web.access import reader_required
+from core.web.viewing import (
+    PDF_TYPE,
+    ViewLinkError,
+    is_document,
+    sign_view_link,
+    view_csp,
+    view_link_snapshot_id,
+    view_url,
+)
 
 logger = logging.getLogger(__name__)
 
-# Archived pages are untrusted code: scripts in them must not reach this app's origin.
+# Archived files are untrusted code: scripts in them must not reach this app's origin, and
+# opening one never fetches from the live web. Only what is not a document is served here
+# (documents go to their signed view, core/web/viewing.py); a PDF is not sandboxed, since
+# Chromium's viewer refuses a sandboxed document.
 ARCHIVED_CONTENT_CSP = (
-    "sandbox allow-popups allow-popups-to-escape-sandbox; default-src * data: blob:"
+    "sandbox allow-popups allow-popups-to-escape-sandbox; default-src 'self' data: blob:; "
+    "script-src 'none'; connect-src 'none'; object-src 'none'; form-action 'none'"
+)
+PDF_CSP = (
+    "default-src 'self' data: blob:; script-src 'none'; connect-src 'none'; form-action 'none'"
 )
 
 
@@ -51,22 +71,79 @@ def resolve_snapshot_file(snapshot: Snapshot, relative: str) -> Path:
     return path
 
 
+def file_type(path: Path) -> str | None:
+    """Return the Content-Type to serve ``path`` with (from its name; None when unknown).
+
+    A compressed file (a ``.warc.gz``) is ``application/octet-stream``: the browser must not
+    unpack it. Text that Vellum's extractors write (``.txt``, ``.json``) is UTF-8.
+    """
+    content_type, encoding = mimetypes.guess_type(path.name)
+    if encoding:
+        return "application/octet-stream"
+    if content_type in ("text/plain", "application/json"):
+        return f"{content_type}; charset=utf-8"
+    return content_type
+
+
+@require_safe
 @reader_required
-def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> FileResponse:
-    """Return one file of a snapshot, sandboxed so archived scripts cannot act as Vellum."""
+def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> HttpResponse:
+    """Return one file of a snapshot, sandboxed so archived scripts cannot act as Vellum.
+
+    A document (HTML, SVG: ``viewing.is_document``) is a redirect (302) to its signed view
+    instead, where its own requisites load and nothing else does. 404 for an unknown snapshot
+    or a path that is not one of its files.
+    """
     try:
         snapshot = Snapshot.objects.get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
         raise Http404("no such snapshot") from None
     file_path = resolve_snapshot_file(snapshot, path)
-    content_type, encoding = mimetypes.guess_type(file_path.name)
-    if encoding:  # e.g. a .warc.gz: hand over the bytes, don't let the browser unpack them
-        content_type = "application/octet-stream"
+    content_type = file_type(file_path)
+    if is_document(content_type):
+        return HttpResponseRedirect(view_url(sign_view_link(snapshot.pk), path))
+    response = _file_response(file_path, content_type)
+    policy = PDF_CSP if content_type == PDF_TYPE else ARCHIVED_CONTENT_CSP
+    response["Content-Security-Policy"] = policy
+    return response
+
+
+@require_safe
+@xframe_options_sameorigin  # the snapshot page frames it
+def view_file(request: HttpRequest, token: str, path: str) -> HttpResponse:
+    """Return one file of the snapshot a signed view link names, to anyone who holds the link
+    (core/web/viewing.py), with the policy that keeps its document to that snapshot's files.
+
+    404 (plain text) for a forged or expired link, an unknown snapshot, or a path that is not
+    one of its files (``..``, a symbolic link out: resolve_snapshot_file).
+    """
+    try:
+        snapshot_id = view_link_snapshot_id(token)
+    except ViewLinkError as error:
+        return _not_found(str(error))
+    snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
+    if snapshot is None:
+        return _not_found("This snapshot is no longer in the archive.")
+    try:
+        file_path = resolve_snapshot_file(snapshot, path)
+    except Http404:
+        return _not_found("This snapshot has no such file.")
+    content_type = file_type(file_path)
+    response = _file_response(file_path, content_type)
+    response["Content-Security-Policy"] = view_csp(request, token, content_type)
+    response["Referrer-Policy"] = "no-referrer"  # a followed link must not carry the token
+    return response
+
+
+def _file_response(file_path: Path, content_type: str | None) -> FileResponse:
     handle = open(file_path, "rb")  # noqa: SIM115 - FileResponse closes it when sent
     response = FileResponse(handle, content_type=content_type)
-    response["Content-Security-Policy"] = ARCHIVED_CONTENT_CSP
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+def _not_found(message: str) -> HttpResponseNotFound:
+    return HttpResponseNotFound(message + "\n", content_type="text/plain; charset=utf-8")
 
 
 @require_safe

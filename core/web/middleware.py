@@ -1,4 +1,5 @@
-"""Keep the replay host (core/web/origins.py) apart from the app: no cookies, no app pages."""
+"""Keep the replay host (core/web/origins.py) apart from the app: no cookies, no app pages; and
+keep cookies off the signed view links of archived files (core/web/viewing.py)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,21 @@ from http.cookies import SimpleCookie
 from django.http import HttpRequest, HttpResponse, HttpResponseNotFound
 
 from core.web.origins import REPLAY_CSP, is_replay_request
+from core.web.viewing import VIEW_PATH_PREFIX
 
 REPLAY_PATH_PREFIX = "/replay/"
 
 
 class ReplayHostMiddleware:
     """On the replay host, answer only ``/replay/...``, drop cookies both ways and give every
-    answer the replay host's Content-Security-Policy (core.web.origins.REPLAY_CSP: nothing loaded or
-    reached beyond the replay origin) unless the view set a stricter one; on the app's hosts,
-    refuse ``/replay/...`` so archived scripts never run on the app's origin.
+    answer the replay host's Content-Security-Policy (core.web.origins.REPLAY_CSP: nothing loaded
+    or reached beyond the replay origin) unless the view set a stricter one; on the app's hosts,
+    refuse ``/replay/...`` so archived scripts never run on the app's origin, and drop cookies
+    both ways on ``/view/...``, whose signed links alone say what may be read.
 
     It runs first, so the session and CSRF middleware never see a cookie sent to the replay
-    host (a cookie set for a parent domain would otherwise reach it) and never set one there.
+    host or to a view link (a cookie set for a parent domain would otherwise reach the replay
+    host) and never set one there.
     """
 
     def __init__(self, get_response):
@@ -28,13 +32,14 @@ class ReplayHostMiddleware:
         on_replay_host = is_replay_request(request)
         if on_replay_host != request.path_info.startswith(REPLAY_PATH_PREFIX):
             return _not_here(on_replay_host)
-        if not on_replay_host:
+        if not on_replay_host and not request.path_info.startswith(VIEW_PATH_PREFIX):
             return self.get_response(request)
         request.META.pop("HTTP_COOKIE", None)
         request.COOKIES = {}
         response = self.get_response(request)
         response.cookies = SimpleCookie()
-        response.setdefault("Content-Security-Policy", REPLAY_CSP)
+        if on_replay_host:
+            response.setdefault("Content-Security-Policy", REPLAY_CSP)
         return response
 
 

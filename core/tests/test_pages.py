@@ -190,7 +190,7 @@ def test_a_snapshot_page_shows_its_outputs_and_proofs(staff_client: Client) -> N
     snapshot = finished_snapshot()
     snapshot_check_results(snapshot=snapshot)
 
-    response = staff_client.get(f"/snapshot/{snapshot.pk}/")
+    response = staff_client.get(f"/snapshot/{snapshot.pk}/?view=files")
 
     page = response.content.decode()
     assert response.status_code == 200

@@ -265,7 +265,8 @@ def test_missing_files_show_in_index_json_the_snapshot_page_the_index_and_the_ad
     [entry] = [entry for entry in index["results"] if entry["extractor"] == "wget"]
     assert entry["missing"] == result.missing and entry["refused"] == []
 
-    page = admin_client.get(reverse("core:snapshot", args=[snapshot.pk])).content.decode()
+    files = reverse("core:snapshot", args=[snapshot.pk]) + "?view=files"
+    page = admin_client.get(files).content.decode()
     listing = admin_client.get(reverse("core:index")).content.decode()
     admin = admin_client.get(reverse("admin:core_archiveresult_change", args=[result.pk]))
 

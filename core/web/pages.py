@@ -1,12 +1,14 @@
 """The archive's own pages: the index of snapshots with full-text search, and one snapshot with
-every output it has (core/web/access.py says who may read them)."""
+every output it has, one tab each (core/web/outputs.py; core/web/access.py says who may read
+them)."""
 
 from __future__ import annotations
 
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound
 from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 
 from core.admin.display import file_url, index_image_url, main_file_url
@@ -20,8 +22,13 @@ from core.models import ArchiveResult, Snapshot
 from core.services import search
 from core.web.access import reader_required
 from core.web.origins import replay_url
+from core.web.outputs import REPLAY, choose_tab, fill_tab, snapshot_tabs
+from core.web.viewing import sign_view_link
 
 PER_PAGE = 50
+# The page of a URL's captures over time, when the archive has one (issue 20): the first of
+# these names that resolves with the URL as its one argument.
+TIMELINE_URL_NAMES = ("core:url_timeline", "url_timeline")
 
 
 @require_safe
@@ -51,7 +58,14 @@ def archive_index(request: HttpRequest) -> HttpResponse:
 @require_safe
 @reader_required
 def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
-    """One snapshot: its state, every result with its files, and its proofs."""
+    """One snapshot: the archived page in the output ``?view=`` names (core/web/outputs.py; by
+    default SingleFile's, else wget's, else the replay's tab, else the screenshot), the tabs of
+    the others, and its state, proofs and timeline link in a side panel. The ``files`` view
+    lists every result with its state, reason and files.
+
+    404 for an unknown snapshot, and (plain text, naming the views it has) for a view it has
+    not.
+    """
     try:
         snapshot = Snapshot.objects.select_related("crawl").get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
@@ -59,6 +73,21 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
     results = list(snapshot.results.order_by("pk"))
     folder = snapshot.output_dir
     has_wacz = (folder / WACZ_NAME).is_file()
+    replay = replay_url(request, snapshot.pk) if has_wacz else None
+    tabs = snapshot_tabs(snapshot, results, has_wacz=has_wacz, replay=replay)
+    try:
+        chosen = choose_tab(tabs, request.GET.get("view"))
+    except LookupError as error:
+        return HttpResponseNotFound(str(error) + "\n", content_type="text/plain; charset=utf-8")
+    # One signed link for this page's frames: only a reader who may see the snapshot gets it.
+    token = sign_view_link(snapshot.pk)
+    fill_tab(chosen, snapshot, token)
+    # The screenshot, if there is one, where the chosen output cannot show the page itself.
+    fallback = None
+    if not chosen.available or chosen.shows == REPLAY:
+        fallback = next((tab for tab in tabs if tab.name == "screenshot" and tab.available), None)
+        if fallback is not None:
+            fill_tab(fallback, snapshot, token)
     proofs = [
         (label, file_url(snapshot, name))
         for label, name in [
@@ -71,14 +100,29 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
     context = {
         "snapshot": snapshot,
         "tags": list(snapshot.tags.values_list("name", flat=True)),
+        "tabs": tabs,
+        "chosen": chosen,
+        "fallback": fallback,
         "outputs": [_output(snapshot, result) for result in results],
         "proofs": proofs,
         "proof": _proof_status(snapshot) if snapshot.manifest_sha256 else None,
         "last_check": snapshot.fixity_checks.order_by("-checked_at").first(),
         "has_wacz": has_wacz,
-        "replay": replay_url(request, snapshot.pk) if has_wacz else None,
+        "replay": replay,
+        "timeline": timeline_url(snapshot.url),
     }
     return render(request, "vellum/snapshot.html", context)
+
+
+def timeline_url(url: str) -> str | None:
+    """Return the path of ``url``'s timeline page (every capture of it), or None while the
+    archive has no such page (none of TIMELINE_URL_NAMES resolves)."""
+    for name in TIMELINE_URL_NAMES:
+        try:
+            return reverse(name, args=[url])
+        except NoReverseMatch:
+            continue
+    return None
 
 
 def _proof_status(snapshot: Snapshot) -> list[str]:

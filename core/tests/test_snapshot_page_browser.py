@@ -73,9 +73,27 @@ def archived(settings, tmp_path: Path, servers) -> Iterator[Snapshot]:
     yield snapshot
 
 
-def frame_of(page):
-    """The document of the viewer's frame (a Playwright Frame)."""
-    return page.locator("iframe.page").element_handle().content_frame()
+# An image's natural width once it has loaded or failed (0: it did not load).
+LOADED_WIDTH = """(img) => img.complete ? img.naturalWidth : new Promise((done) => {
+    img.addEventListener("load", () => done(img.naturalWidth));
+    img.addEventListener("error", () => done(0));
+})"""
+
+
+# A video's readyState once it has its metadata, -1 if it failed, 0 if nothing came in 10 s.
+METADATA = """(video) => video.readyState > 0 ? video.readyState : new Promise((done) => {
+    video.addEventListener("loadedmetadata", () => done(video.readyState));
+    video.addEventListener("error", () => done(-1));
+    setTimeout(() => done(video.readyState), 10000);
+})"""
+
+
+def open_tab(page, label: str, view: str):
+    """Click the tab ``label``, wait for the page of ``?view=<view>``; return the locator of
+    its viewer's frame (FrameLocator)."""
+    page.get_by_role("link", name=label, exact=True).click()
+    page.wait_for_url(f"**?view={view}")
+    return page.frame_locator("iframe.page")
 
 
 def test_every_tab_shows_its_output_and_nothing_reaches_the_live_site(
@@ -98,62 +116,56 @@ def test_every_tab_shows_its_output_and_nothing_reaches_the_live_site(
 
         page.goto(page_url)  # the page opens on SingleFile's copy of the page
         expect(page.locator(".tabs [aria-current=page]")).to_have_text("SingleFile")
-        frame = frame_of(page)
+        frame = page.frame_locator("iframe.page")
         expect(frame.locator("h1")).to_have_text(HEADING)
-        seen["singlefile photo"] = frame.locator("#photo").evaluate("(img) => img.naturalWidth")
+        seen["singlefile photo"] = frame.locator("#photo").evaluate(LOADED_WIDTH)
         shot(page, "singlefile")
 
-        page.get_by_role("link", name="wget", exact=True).click()
-        frame = frame_of(page)
+        frame = open_tab(page, "wget", "wget")
         expect(frame.locator("h1")).to_have_text(HEADING)
-        frame.locator("#clip").evaluate(
-            "(video) => video.readyState > 0 || new Promise((ok) => video.onloadedmetadata = ok)"
-        )
-        seen["wget photo"] = frame.locator("#photo").evaluate("(img) => img.naturalWidth")
+        seen["wget video"] = frame.locator("#clip").evaluate(METADATA)
+        seen["wget photo"] = frame.locator("#photo").evaluate(LOADED_WIDTH)
         seen["wget style"] = frame.locator("h1").evaluate("(h1) => getComputedStyle(h1).color")
-        seen["wget never saved"] = frame.locator("#elsewhere").evaluate("(i) => i.naturalWidth")
+        seen["wget never saved"] = frame.locator("#elsewhere").evaluate(LOADED_WIDTH)
         shot(page, "wget")
 
-        page.get_by_role("link", name="Screenshot").click()
+        open_tab(page, "Screenshot", "screenshot")
         shown = page.locator("#view img.page")
         expect(shown).to_be_visible()
-        seen["screenshot"] = shown.evaluate("(img) => img.naturalWidth")
+        seen["screenshot"] = shown.evaluate(LOADED_WIDTH)
         shot(page, "screenshot")
 
         with page.expect_response(lambda r: "/pdf/output.pdf" in r.url) as pdf:
-            page.get_by_role("link", name="PDF").click()
+            open_tab(page, "PDF", "pdf")
         seen["pdf"] = (pdf.value.status, pdf.value.headers["content-type"])
         page.wait_for_timeout(1500)  # Chromium's PDF viewer starts in the frame and draws
         seen["pdf viewer"] = any(f.url.startswith("chrome-extension://") for f in page.frames)
         shot(page, "pdf")
 
-        page.get_by_role("link", name="Article").click()
-        expect(frame_of(page).locator("body")).to_contain_text(WORDS)
+        frame = open_tab(page, "Article", "article")
+        expect(frame.locator("body")).to_contain_text(WORDS)
         shot(page, "article")
 
-        page.get_by_role("link", name="Text", exact=True).click()
-        expect(frame_of(page).locator("body")).to_contain_text(WORDS)
+        frame = open_tab(page, "Text", "text")
+        expect(frame.locator("body")).to_contain_text(WORDS)
         shot(page, "text")
 
-        page.get_by_role("link", name="Media").click()
+        open_tab(page, "Media", "media")
         video = page.locator("#view video")
-        seen["media"] = video.evaluate(
-            "(v) => new Promise((ok) => v.readyState > 0 ? ok(v.duration)"
-            " : v.addEventListener('loadedmetadata', () => ok(v.duration)))"
-        )
+        seen["media"] = (video.evaluate(METADATA), video.evaluate("(video) => video.duration"))
         shot(page, "media")
 
-        page.get_by_role("link", name="Headers").click()
+        open_tab(page, "Headers", "headers")
         expect(page.locator("table.headers")).to_contain_text("text/html; charset=utf-8")
         shot(page, "headers")
 
-        page.get_by_role("link", name="Files").click()
+        open_tab(page, "Files", "files")
         for extractor in EXTRACTORS:
             expect(page.locator(f"section.output#{extractor} .mark.succeeded")).to_be_visible()
         seen["files missing"] = page.locator("section.output#wget details.missing").inner_text()
         shot(page, "files")
 
-        page.get_by_role("link", name="Replay", exact=True).click()
+        open_tab(page, "Replay", "replay")
         expect(page.locator("#view img.page")).to_be_visible()  # the screenshot, meanwhile
         shot(page, "replay-tab")
         with context.expect_page() as opened:
@@ -169,10 +181,12 @@ def test_every_tab_shows_its_output_and_nothing_reaches_the_live_site(
     assert seen["singlefile photo"] == width
     assert seen["wget photo"] == width  # wget's own requisites load from the archive
     assert seen["wget style"] == "rgb(128, 32, 32)"
+    assert seen["wget video"] > 0
     assert seen["wget never saved"] == 0  # what it lacks is not fetched from the live web
     assert seen["screenshot"] == 1280
     assert seen["pdf"] == (200, "application/pdf") and seen["pdf viewer"]
-    assert seen["media"] > 0
+    ready, duration = seen["media"]
+    assert ready > 0 and duration > 0
     assert "/img/absent.png: HTTP 404" in seen["files missing"]
     assert site.requests == []
     assert elsewhere.requests == []

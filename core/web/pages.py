@@ -8,7 +8,7 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound
 from django.shortcuts import render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from core.admin.display import file_url, index_image_url, main_file_url
@@ -26,9 +26,6 @@ from core.web.outputs import REPLAY, choose_tab, fill_tab, snapshot_tabs
 from core.web.viewing import sign_view_link
 
 PER_PAGE = 50
-# The page of a URL's captures over time, when the archive has one (issue 20): the first of
-# these names that resolves with the URL as its one argument.
-TIMELINE_URL_NAMES = ("core:url_timeline", "url_timeline")
 
 
 @require_safe
@@ -114,15 +111,9 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
     return render(request, "vellum/snapshot.html", context)
 
 
-def timeline_url(url: str) -> str | None:
-    """Return the path of ``url``'s timeline page (every capture of it), or None while the
-    archive has no such page (none of TIMELINE_URL_NAMES resolves)."""
-    for name in TIMELINE_URL_NAMES:
-        try:
-            return reverse(name, args=[url])
-        except NoReverseMatch:
-            continue
-    return None
+def timeline_url(url: str) -> str:
+    """Return the path of ``url``'s timeline page: every capture of it (core/web/timeline.py)."""
+    return reverse("core:url_timeline", kwargs={"url": url})
 
 
 def _proof_status(snapshot: Snapshot) -> list[str]:

@@ -449,15 +449,22 @@ def snapshot_replay_wacz(*, snapshot: Snapshot) -> Path:
         return cached
     cache.mkdir(parents=True, exist_ok=True)
     replay_cache_drop(snapshot_id=snapshot.pk)
+    package_whole_wacz(snapshot, cached, timeout=settings.WACZ_TIMEOUT)
+    return cached
+
+
+def package_whole_wacz(snapshot: Snapshot, target: Path, *, timeout: float) -> None:
+    """Package ``snapshot`` as one WACZ at ``target`` with every revisit made whole from its
+    original (``whole_folder``), as replay and exports need it. Raises what ``package_wacz``
+    and ``whole_folder`` raise (PackagingError, RevisitError, OSError)."""
     with whole_folder(snapshot) as root:
         package_wacz(
             [whole_page(snapshot, root)],
-            cached,
+            target,
             title=snapshot.title or snapshot.url,
             description=f"Vellum snapshot of {snapshot.url}",
-            timeout=settings.WACZ_TIMEOUT,
+            timeout=timeout,
         )
-    return cached
 
 
 def whole_page(snapshot: Snapshot, root: Path) -> PageSource:
@@ -522,29 +529,26 @@ def payloads_rebuild(*, snapshot_ids: Iterable) -> list[tuple[str, str]]:
     pending: list[tuple[Snapshot, str, RecordInfo]] = []
     for snapshot in snapshots:
         folder = snapshot.output_dir
+        known = set(
+            PayloadRecord.objects.filter(snapshot=snapshot).values_list("record_id", flat=True)
+        )
         for warc in capture_warcs(folder):
             relative = warc.relative_to(folder).as_posix()
             records = scan_warc(warc) or []
-            with transaction.atomic():
-                known = set(
-                    PayloadRecord.objects.filter(snapshot=snapshot).values_list(
-                        "record_id", flat=True
-                    )
-                )
-                PayloadRecord.objects.bulk_create(
-                    _payload_row(snapshot, relative, record)
-                    for record in records
-                    if _referable(record) and record.record_id not in known
-                )
+            fresh = [r for r in records if _referable(r) and r.record_id not in known]
+            PayloadRecord.objects.bulk_create(_payload_row(snapshot, relative, r) for r in fresh)
+            known.update(r.record_id for r in fresh)
             pending += [
                 (snapshot, relative, r) for r in records if r.rec_type == "revisit" and r.refers_to
             ]
+    # Every original the revisits name, read in one query, not one per revisit.
+    holders: dict[str, list[PayloadRecord]] = defaultdict(list)
+    for record in PayloadRecord.objects.filter(record_id__in={r.refers_to for *_, r in pending}):
+        holders[record.record_id].append(record)
     problems = []
     for snapshot, relative, record in pending:
-        original = (
-            PayloadRecord.objects.filter(record_id=record.refers_to)
-            .exclude(snapshot=snapshot)
-            .first()
+        original = next(
+            (held for held in holders[record.refers_to] if held.snapshot_id != snapshot.pk), None
         )
         if original is None:
             problems.append((f"{snapshot.output_dir / relative}",

@@ -45,7 +45,13 @@ from core.folder.wacz import (
     validate_waczs,
 )
 from core.models import Snapshot
-from core.services.dedup import has_revisits, referred_snapshots, whole_folder, whole_page
+from core.services.dedup import (
+    has_revisits,
+    package_whole_wacz,
+    referred_snapshots,
+    whole_folder,
+    whole_page,
+)
 from core.services.fixity import local_problems
 from core.services.search import snapshot_page_text
 from crawls.models import Crawl
@@ -393,14 +399,7 @@ def _write_wacz(snapshot: Snapshot, target: Path, timeout: float) -> LeftOut | N
     source = folder / WACZ_NAME
     if has_revisits(snapshot):
         try:
-            with whole_folder(snapshot) as root:
-                package_wacz(
-                    [whole_page(snapshot, root)],
-                    target,
-                    title=snapshot.title or snapshot.url,
-                    description=f"Vellum snapshot of {snapshot.url}",
-                    timeout=timeout,
-                )
+            package_whole_wacz(snapshot, target, timeout=timeout)
         except (PackagingError, RevisitError) as error:
             return _left_out(snapshot, "failed to package", f"packaging failed: {error}", True)
         return None

@@ -103,6 +103,14 @@ def captures_compare(*, before: Snapshot, after: Snapshot) -> Comparison:
     )
 
 
+def _lacking(before: object | None, after: object | None) -> str:
+    """Name the capture(s) whose part is None: "either", "the earlier", "the later", or ""."""
+    missing = [label for label, part in (("earlier", before), ("later", after)) if part is None]
+    if len(missing) == 2:
+        return "either"
+    return f"the {missing[0]}" if missing else ""
+
+
 # --- text ----------------------------------------------------------------------------------------
 
 
@@ -110,13 +118,7 @@ def _compare_texts(before: Snapshot, after: Snapshot) -> TextChanges:
     changes = TextChanges(
         before_source=readable_text_path(before), after_source=readable_text_path(after)
     )
-    missing = [
-        label
-        for label, source in (("earlier", changes.before_source), ("later", changes.after_source))
-        if source is None
-    ]
-    if missing:
-        which = "either" if len(missing) == 2 else f"the {missing[0]}"
+    if which := _lacking(changes.before_source, changes.after_source):
         changes.problem = (
             f"No readable text in {which} capture (its text extractors did not run or found none)."
         )
@@ -225,13 +227,7 @@ def screenshot_path(snapshot: Snapshot) -> str | None:
 
 def _compare_screenshots(before: Snapshot, after: Snapshot) -> ScreenshotChanges:
     changes = ScreenshotChanges(before=screenshot_path(before), after=screenshot_path(after))
-    missing = [
-        label
-        for label, path in (("earlier", changes.before), ("later", changes.after))
-        if path is None
-    ]
-    if missing:
-        which = "either" if len(missing) == 2 else f"the {missing[0]}"
+    if which := _lacking(changes.before, changes.after):
         changes.problem = f"No screenshot of {which} capture."
         return changes
     try:

@@ -14,6 +14,7 @@ a folder or a value), ``outputs`` (files whose format the integrity check verifi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -112,11 +113,14 @@ class Output:
     folders: ``warc/*.warc.gz``) stands for every file it matches. ``check`` is a ``Format``,
     or a ``FileCheck`` of the extractor's own for a format core/folder/formats.py does not
     know. Files an extractor writes that are not declared (logs, a site's own bytes) may be
-    empty and are checked for existence only.
+    empty and are checked for existence only. ``stamp``, for a file its tool writes the time
+    into, finds that time (each match's first group): two captures whose files differ only
+    there keep one file (core/folder/stamps.py).
     """
 
     path: str
     check: Format | FileCheck
+    stamp: re.Pattern[bytes] | None = None
 
 
 class Extractor:

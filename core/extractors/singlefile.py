@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +28,12 @@ from core.extractors.process import find_binary
 from core.extractors.rendering import RENDERED_TYPES, ChromiumExtractor
 
 OUTPUT_HTML = "singlefile.html"
+# The moment SingleFile saved the page, in the comment at its top ("<!--\n Page saved with
+# SingleFile \n url: ...\n saved date: Thu Nov 26 2026 19:47:42 GMT+0000 (...)\n-->").
+SAVED_AT = re.compile(
+    rb"\A.{0,1024}?<!--\n Page saved with SingleFile.{0,4096}?\n saved date: ([^\n]{1,200})\n",
+    re.DOTALL,
+)
 # The world SingleFile runs in, as single-file-cli names it.
 WORLD_NAME = "singlefile"
 # single-file-cli's options for one page: the CLI parses them (with its defaults) into the
@@ -66,7 +73,7 @@ class SingleFileExtractor(ChromiumExtractor):
 
     name = "singlefile"
     binaries = ("single-file", "chromium")
-    outputs = (Output(OUTPUT_HTML, Format.UTF8),)
+    outputs = (Output(OUTPUT_HTML, Format.UTF8, stamp=SAVED_AT),)
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Write singlefile.html into ``out_dir``.

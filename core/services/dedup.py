@@ -392,6 +392,15 @@ def has_revisits(snapshot: Snapshot, *, current_run: bool = True) -> bool:
     return any(_top_level(warc) or not current_run for warc in warcs.distinct())
 
 
+def has_replay_wacz(snapshot: Snapshot) -> bool:
+    """True when ``snapshot`` has a WACZ to replay: its own ``snapshot.wacz``, or, sealed with
+    revisits in its WARCs (finalizing then stores none), the one ``snapshot_replay_wacz``
+    makes whole on first use."""
+    if (snapshot.output_dir / WACZ_NAME).is_file():
+        return True
+    return snapshot.status == SnapshotStatus.SEALED and has_revisits(snapshot)
+
+
 @contextmanager
 def whole_folder(snapshot: Snapshot) -> Iterator[Path]:
     """Yield a temporary folder named like ``snapshot``'s that holds its current WARCs with

@@ -6,8 +6,12 @@ The steps run in this order, each idempotent so that a crash part-way repeats it
 2. check every succeeded result's outputs (core/folder/integrity.py); corrupt ones are removed
    and their results go back to backoff, and the snapshot back to ``started`` to wait for them;
 3. write as revisit records the responses whose payload a sealed snapshot already holds
-   (core/services/dedup.py);
-4. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/folder/wacz.py);
+   (core/services/dedup.py), and keep the last capture's PDF or SingleFile page in place of
+   one that differs from it only in the time its tool wrote into it
+   (core/services/unchanged_outputs.py);
+4. package the WARCs, page list and screenshot as ``snapshot.wacz`` (core/folder/wacz.py), unless
+   a WARC now holds revisits: such a WACZ could not replay alone, so none is stored, and replay
+   and exports package one made whole on demand (core/services/dedup.py);
 5. write ``index.json``, then ``manifest-sha256.txt`` over every file, then its Ed25519 signature
    (core/folder/signing.py);
 6. take the digest of the page's readable text (core/services/captures.py: what tells an
@@ -43,12 +47,18 @@ from core.folder.signing import (
     ensure_signing_key,
     sign_manifest,
 )
-from core.folder.wacz import PackagingError, build_wacz
+from core.folder.wacz import WACZ_NAME, PackagingError, build_wacz
 from core.models import ArchiveResult, Snapshot
 from core.services.captures import snapshot_content_digest
 from core.services.copies import copies_queue
-from core.services.dedup import payloads_record, replay_cache_drop, snapshot_deduplicate
+from core.services.dedup import (
+    has_revisits,
+    payloads_record,
+    replay_cache_drop,
+    snapshot_deduplicate,
+)
 from core.services.search import snapshot_index_text, snapshot_page_text
+from core.services.unchanged_outputs import snapshot_keep_unchanged_outputs
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.retries import exhausted, recover_expired_lease, retry_or_fail
@@ -88,6 +98,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
             _send_back(snapshot, results, corrupt)
             return
         originals = snapshot_deduplicate(snapshot=snapshot)
+        snapshot_keep_unchanged_outputs(snapshot=snapshot, results=results)
         manifest_sha256, signed_by = _write_proofs(snapshot, results)
         content_digest = snapshot_content_digest(snapshot=snapshot)
     except PackagingError as error:
@@ -162,7 +173,11 @@ def _write_proofs(snapshot: Snapshot, results: list[ArchiveResult]) -> tuple[str
     """Package, describe and sign the folder; return the manifest's SHA-256 and the signer."""
     folder = snapshot.output_dir
     ensure_signing_key()  # index.json names the key, so it must exist before the index
-    if settings.PACKAGE_WACZ:
+    if has_revisits(snapshot):
+        # Its revisits' payloads are in other snapshots: a WACZ of these WARCs would not
+        # replay alone, and one made whole would store those payloads again.
+        (folder / WACZ_NAME).unlink(missing_ok=True)
+    elif settings.PACKAGE_WACZ:
         build_wacz(
             folder,
             url=snapshot.url,

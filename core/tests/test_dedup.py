@@ -27,7 +27,7 @@ from core.folder.manifest import read_manifest
 from core.folder.revisits import PROFILES, Original, ToResponse, ToRevisit, rewrite_warc, scan_warc
 from core.models import PayloadRecord, PayloadRevisit, Snapshot
 from core.services.crawls import crawl_create
-from core.services.dedup import snapshot_replay_wacz
+from core.services.dedup import has_replay_wacz, snapshot_replay_wacz
 from core.services.fixity import local_problems
 from core.services.rearchive import snapshot_rearchive
 from core.services.reindex import archive_reindex
@@ -131,6 +131,11 @@ def test_a_page_archived_twice_is_written_as_revisits_and_shared_files(site) -> 
         assert before[path]["payload"].endswith(site_bytes(path))
     assert check_warc(second.output_dir / WGET_WARC) == []
     assert PayloadRevisit.objects.filter(snapshot=second).count() == len(STORED_ONCE)
+    # A WACZ of revisits would not replay alone: only the whole capture stores one (replay
+    # and exports make the second's whole on demand).
+    assert (first.output_dir / "snapshot.wacz").is_file()
+    assert not (second.output_dir / "snapshot.wacz").exists()
+    assert has_replay_wacz(first) and has_replay_wacz(second)
     # Each folder verifies alone, by Vellum and by coreutils.
     for snapshot in (first, second):
         assert local_problems(snapshot)[0] == []
@@ -208,6 +213,9 @@ def test_removing_the_first_crawl_leaves_the_later_ones_whole_and_verifiable(sit
         assert snapshot.status == SnapshotStatus.SEALED
         assert local_problems(snapshot)[0] == []
         assert sha256sum_ok(snapshot.output_dir)
+    # Whole again, the second stores its WACZ; the third still holds revisits, and none.
+    assert wacz_record_types(second.output_dir / "snapshot.wacz") == {"response"}
+    assert not (third.output_dir / "snapshot.wacz").exists()
     assert second.manifest_sha256 != manifest_before  # re-sealed, with a new signature
     wget = second.results.get(extractor="wget")
     assert wget.history[-1]["event"] == "revisits resolved"
@@ -299,17 +307,16 @@ def test_a_wacz_export_of_a_revisit_only_page_is_whole(site, tmp_path) -> None:
 
     exported = dest / f"{second.pk}.wacz"
     assert wacz_record_types(exported) == {"response"}
-    assert "revisit" in wacz_record_types(second.output_dir / "snapshot.wacz")
+    assert not (second.output_dir / "snapshot.wacz").exists()  # none stored: see below
 
 
-def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(site) -> None:
+def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(site, data_dir) -> None:
     capture(site)
     second = capture(site)
 
     replayed = snapshot_replay_wacz(snapshot=second)
 
-    assert replayed != second.output_dir / "snapshot.wacz"
-    assert "revisit" in wacz_record_types(second.output_dir / "snapshot.wacz")
+    assert replayed.parent == data_dir / "cache" / "replay"
     assert wacz_record_types(replayed) == {"response"}
     assert snapshot_replay_wacz(snapshot=second) == replayed  # kept for the next replay
 
@@ -410,3 +417,40 @@ def test_a_revisit_only_page_replays_in_chromium(site, live_server, rf) -> None:
     assert heading == "Stored once"
     assert image == 48  # the logo's payload came from the first capture's record
     assert rules >= 60  # and so did the stylesheet's
+
+
+# --- outputs that differ only in their tool's time stamp -----------------------------------------
+
+
+@pytest.mark.browser
+def test_an_unchanged_pages_pdf_and_singlefile_are_stored_once(settings, site) -> None:
+    """Chromium's PDF and SingleFile's page carry the moment they were made: of an unchanged
+    page the second capture keeps the first's files (core/services/unchanged_outputs.py), of
+    a changed page its own."""
+    settings.EXTRACTORS = ["wget", "pdf", "singlefile"]
+    stamped = ("pdf/output.pdf", "singlefile/singlefile.html")
+    first, second = capture(site), capture(site)
+    site.write("index.html", site_bytes("/index.html").replace(b"Stored once", b"Changed now"))
+    third = capture(site)
+
+    for name in stamped:
+        one, two, three = (s.output_dir / name for s in (first, second, third))
+        assert one.stat().st_ino == two.stat().st_ino  # one file on disk
+        assert three.stat().st_ino != two.stat().st_ino
+        assert three.read_bytes() != two.read_bytes()
+    for snapshot in (first, second, third):
+        assert local_problems(snapshot)[0] == []
+        assert sha256sum_ok(snapshot.output_dir)
+    # What the second capture's results say of their own run is theirs, not the first's.
+    ran = {s.pk: s.results.get(extractor="pdf").start_ts for s in (first, second)}
+    assert ran[second.pk] > ran[first.pk]
+
+
+@pytest.mark.browser
+def test_with_deduplicate_off_each_capture_keeps_its_own_pdf(settings, site) -> None:
+    settings.EXTRACTORS = ["wget", "pdf"]
+    settings.DEDUPLICATE = False
+    first, second = capture(site), capture(site)
+
+    one, two = (s.output_dir / "pdf" / "output.pdf" for s in (first, second))
+    assert one.stat().st_ino != two.stat().st_ino

@@ -170,7 +170,7 @@ def _replay_problem(snapshot: Snapshot, has_wacz: bool, replay: str | None) -> s
     if replay is None:
         return (
             "Replay needs a host of its own, apart from the archive's (set REPLAY_HOST); "
-            "the WACZ in the side panel can be opened in any WACZ viewer."
+            "its WACZ (manage.py export --format wacz) opens in any WACZ viewer."
         )
     return ""
 

@@ -20,6 +20,7 @@ from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, sha256_file
 from core.folder.wacz import WACZ_NAME
 from core.models import ArchiveResult, Snapshot
 from core.services import search
+from core.services.dedup import has_replay_wacz
 from core.web.access import reader_required
 from core.web.origins import replay_url
 from core.web.outputs import REPLAY, choose_tab, fill_tab, snapshot_tabs
@@ -69,7 +70,7 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
         raise Http404("no such snapshot") from None
     results = list(snapshot.results.order_by("pk"))
     folder = snapshot.output_dir
-    has_wacz = (folder / WACZ_NAME).is_file()
+    has_wacz = has_replay_wacz(snapshot)
     replay = replay_url(request, snapshot.pk) if has_wacz else None
     tabs = snapshot_tabs(snapshot, results, has_wacz=has_wacz, replay=replay)
     try:

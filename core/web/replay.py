@@ -24,9 +24,9 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_safe
 
 from core.folder.revisits import RevisitError
-from core.folder.wacz import WACZ_NAME, PackagingError
+from core.folder.wacz import PackagingError
 from core.models import Snapshot
-from core.services.dedup import snapshot_replay_wacz
+from core.services.dedup import has_replay_wacz, snapshot_replay_wacz
 from core.web.origins import (
     CLEAR_STORAGE,
     CONTAINMENT_CSP,
@@ -152,7 +152,7 @@ def _linked_snapshot(request: HttpRequest, token: str) -> tuple[Snapshot | None,
     except ReplayLinkError as error:
         return None, str(error)
     snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
-    if snapshot is None or not (snapshot.output_dir / WACZ_NAME).is_file():
+    if snapshot is None or not has_replay_wacz(snapshot):
         return None, "This snapshot has nothing to replay (no WACZ)."
     return snapshot, ""
 

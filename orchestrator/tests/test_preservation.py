@@ -55,13 +55,11 @@ def test_twenty_documentation_pages_give_valid_wacz_files_and_a_valid_bag(
     assert len(rows) == 20 and {row["status"] for row in rows} == {"sealed"}
     for row in rows:
         assert_folder_is_complete(row)
-        wacz = Path(row["folder"]) / WACZ_NAME
-        assert validate_wacz(wacz, timeout=WACZ_TIMEOUT) == [], row["url"]
-        with zipfile.ZipFile(wacz) as package:
-            pages = package.read("pages/pages.jsonl").decode()
-            names = package.namelist()
-        assert row["url"] in pages
-        assert any(name.startswith("archive/") and "screenshot" in name for name in names)
+    # The pages share their stylesheets and scripts: the first capture of each holds it whole
+    # and stores its WACZ, the others hold revisits of it and store none (replay and export
+    # make theirs whole, checked below).
+    stored = [row for row in rows if (Path(row["folder"]) / WACZ_NAME).is_file()]
+    assert 1 <= len(stored) < 20
     verified = vellum.manage("verify", "--all")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "Verified 20 snapshots (20 copies): 20 sound, 0 flagged" in verified.stdout
@@ -81,6 +79,14 @@ def test_twenty_documentation_pages_give_valid_wacz_files_and_a_valid_bag(
     assert exported.returncode == 0, exported.stderr
     written = sorted(waczs.glob("*.wacz"))
     assert len(written) == 21  # one per snapshot and the crawl's combined file
+    for row in rows:
+        wacz = waczs / f"{row['id']}.wacz"
+        assert validate_wacz(wacz, timeout=WACZ_TIMEOUT) == [], row["url"]
+        with zipfile.ZipFile(wacz) as package:
+            pages = package.read("pages/pages.jsonl").decode()
+            names = package.namelist()
+        assert row["url"] in pages
+        assert any(name.startswith("archive/") and "screenshot" in name for name in names)
     combined = waczs / f"crawl-{crawl_id}.wacz"
     assert validate_wacz(combined, timeout=WACZ_TIMEOUT) == []
 

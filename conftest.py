@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection
 
 from archive.testing import MotoS3Server, postgres_problem
+from core.tests.dedup_site import DedupSite
 from core.tests.site import LiveSite
 
 
@@ -27,6 +28,15 @@ def live_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
 def bare_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSite]:
     """Serve the same pages from a second server that has no /favicon.ico."""
     site = LiveSite(tmp_path_factory.mktemp("bare-site"), favicon=False).start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture
+def dedup_site(tmp_path: Path) -> Iterator[DedupSite]:
+    """Serve core/tests/dedup_site.py's page and requisites from this test's own folder (its
+    files may be changed between two captures)."""
+    site = DedupSite(tmp_path / "site").start()
     yield site
     site.stop()
 

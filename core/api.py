@@ -70,8 +70,16 @@ class SnapshotOut(Schema):
 class SnapshotDetail(SnapshotOut):
     manifest_sha256: str
     signed_by: str
+    unchanged_since: uuid.UUID | None = Field(
+        description="The capture whose page bytes this one found again (its crawl kept only "
+        "changes): this one holds a revisit of it, not a copy.",
+    )
     manifest: str | None = Field(description="URL of the signed checksum manifest, once sealed.")
     results: list[ResultOut]
+
+    @staticmethod
+    def resolve_unchanged_since(snapshot: Snapshot) -> uuid.UUID | None:
+        return snapshot.unchanged_since_id
 
     @staticmethod
     def resolve_manifest(snapshot: Snapshot) -> str | None:

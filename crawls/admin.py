@@ -49,7 +49,8 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "hold_reason", "seeds", "depth", "any_host", "priority",
-                       "tag_names", "profile", "behaviours", "schedule", "estimate_summary",
+                       "tag_names", "profile", "behaviours", "only_changes", "schedule",
+                       "estimate_summary",
                        "source_file",
                        "input_summary", "notify_webhook", "notify_email", "created_by",
                        "created_at", "start_ts", "end_ts", "retry_at", "snapshots_link",
@@ -208,7 +209,7 @@ class CrawlScheduleForm(forms.ModelForm):
         model = CrawlSchedule
         fields = ["cron", "enabled", "source", "parser", "depth", "any_host", "tags", "priority",
                   "profile", "notify_webhook", "notify_email", "behaviour_seconds",
-                  "scroll_page_limit"]  # fmt: skip
+                  "scroll_page_limit", "only_changes"]  # fmt: skip
         widgets = {"parser": forms.Select(choices=[(f, f) for f in ["auto", *FORMATS]])}
 
     def clean(self):

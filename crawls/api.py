@@ -56,6 +56,11 @@ class CrawlIn(Schema):
         description="Times an infinite scroll may grow while a page is scrolled: 0 to "
         f"{MAX_SCROLL_PAGES}; null: the server's SCROLL_PAGE_LIMIT",
     )
+    only_changes: bool = Field(
+        False,
+        description="Keep only changes: a page that serves the bytes of its last sealed capture "
+        "is recorded as a small capture pointing at that one instead of being archived again",
+    )
 
 
 class CrawlOut(Schema):
@@ -69,6 +74,7 @@ class CrawlOut(Schema):
     profile: str | None
     behaviour_seconds: float | None
     scroll_page_limit: int | None
+    only_changes: bool
     hold_reason: str
     created_at: datetime
     start_ts: datetime | None
@@ -146,6 +152,7 @@ def add(request, body: CrawlIn):
             notify_email=body.email,
             behaviour_seconds=body.behaviour_seconds,
             scroll_page_limit=body.scroll_page_limit,
+            only_changes=body.only_changes,
         ),
         created_by=request.auth,
     )

@@ -51,6 +51,12 @@ class AddForm(forms.Form):
         help_text="Times an infinite scroll may load more while a page is scrolled. "
         "Empty: the server's setting (SCROLL_PAGE_LIMIT).",
     )
+    only_changes = forms.BooleanField(
+        label="Keep only changes",
+        required=False,
+        help_text="A page that serves the same bytes as its last capture is recorded as a "
+        "small capture pointing at that one, not archived again.",
+    )
 
     def clean(self):
         data = super().clean()

@@ -26,6 +26,10 @@ BEHAVIOUR_SECONDS_HELP = (
 SCROLL_PAGE_LIMIT_HELP = (
     "Times an infinite scroll may grow while a page is scrolled (empty: SCROLL_PAGE_LIMIT)."
 )
+ONLY_CHANGES_HELP = (
+    "Keep only changes: a page that serves the bytes of its last sealed capture is recorded as "
+    "a small capture pointing at that one instead of being archived again."
+)
 
 
 class ProfileQuerySet(models.QuerySet):
@@ -147,6 +151,7 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
     scroll_page_limit = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text=SCROLL_PAGE_LIMIT_HELP
     )
+    only_changes = models.BooleanField(default=False, help_text=ONLY_CHANGES_HELP)
     input_report = models.JSONField(
         default=dict,
         blank=True,
@@ -302,6 +307,7 @@ class CrawlSchedule(models.Model):
     scroll_page_limit = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text=SCROLL_PAGE_LIMIT_HELP
     )
+    only_changes = models.BooleanField(default=False, help_text=ONLY_CHANGES_HELP)
     next_run_at = models.DateTimeField(db_index=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, help_text="Why the last run made no crawl.")

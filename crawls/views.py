@@ -40,6 +40,7 @@ def add_page(request: HttpRequest) -> HttpResponse:
                     profile=profile.name if profile else "",
                     behaviour_seconds=form.cleaned_data["behaviour_seconds"],
                     scroll_page_limit=form.cleaned_data["scroll_page_limit"],
+                    only_changes=form.cleaned_data["only_changes"],
                 ),
                 created_by=request.user,
             )

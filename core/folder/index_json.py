@@ -390,6 +390,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
             # The title and tags the crawl's input gave this seed URL, if any.
             "given": crawl.seed_details.get(snapshot.url) if snapshot.depth == 0 else None,
+            **_unchanged_since(snapshot),
         },
         "results": [_result_entry(result) for result in results],
         "signing_key": {
@@ -398,6 +399,14 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "public_key": public_pem,
         },
     }
+
+
+def _unchanged_since(snapshot: Snapshot) -> dict:
+    """``{"unchanged_since": id}`` for a capture that found an earlier one's page again (its
+    crawl kept only changes: core/services/unchanged.py), else nothing."""
+    if snapshot.unchanged_since_id is None:
+        return {}
+    return {"unchanged_since": str(snapshot.unchanged_since_id)}
 
 
 def _result_entry(result: ArchiveResult) -> dict:

@@ -162,6 +162,15 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         help_text="'sha256:<hex>' of the page's readable text, whitespace-normalized, set when "
         "sealed ('' without text): equal digests, unchanged page (core/services/captures.py).",
     )
+    unchanged_since = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="unchanged_captures",
+        help_text="The capture whose page bytes this one found again (its crawl kept only "
+        "changes: core/services/unchanged.py): this one holds a revisit of it, not a copy.",
+    )
 
     objects = SnapshotQuerySet.as_manager()
 
@@ -211,6 +220,15 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         """Begin archiving; the caller creates the results in the same transaction."""
         self.start_ts = timezone.now()
         self.end_ts = None
+
+    @transition(field=status, source=SnapshotStatus.QUEUED, target=SnapshotStatus.STARTED)
+    def start_unchanged(self, *, since: Snapshot) -> None:
+        """Begin a capture of a page that serves the bytes of capture ``since`` again (its crawl
+        keeps only changes): it runs no extractor, and is sealed as a small capture that points
+        at ``since`` (core/services/unchanged.py)."""
+        self.start_ts = timezone.now()
+        self.end_ts = None
+        self.unchanged_since = since
 
     @transition(
         field=status,

@@ -105,11 +105,13 @@ def read_text(path: Path, limit: int | None = None) -> str:
 
 
 def snapshot_content_digest(*, snapshot: Snapshot) -> str:
-    """Return page_text_digest of all of ``snapshot``'s readable text, or "" when it has none.
-    Raises OSError when its text file cannot be read."""
+    """Return page_text_digest of all of ``snapshot``'s readable text; for a capture that found
+    an earlier one's page again (``unchanged_since``) without text of its own, that one's
+    digest; else "". Raises OSError when its text file cannot be read."""
     relative = readable_text_path(snapshot)
     if relative is None:
-        return ""
+        since = snapshot.unchanged_since
+        return since.content_digest if since is not None else ""
     return page_text_digest(read_text(snapshot.output_dir / relative))
 
 

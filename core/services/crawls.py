@@ -49,7 +49,9 @@ class CrawlOptions:
     comma-separated); let the rendering extractors spend at most ``behaviour_seconds`` on a
     page before capturing it (0: no behaviours) and follow an infinite scroll for at most
     ``scroll_page_limit`` growths (each a number, or its text as typed; None or "": the
-    setting, BEHAVIOUR_SECONDS or SCROLL_PAGE_LIMIT). check_crawl_options checks them."""
+    setting, BEHAVIOUR_SECONDS or SCROLL_PAGE_LIMIT); with ``only_changes``, record a page that
+    serves its last capture's bytes as a small capture pointing at that one
+    (core/services/unchanged.py). check_crawl_options checks them."""
 
     depth: int = 0
     any_host: bool = False
@@ -60,6 +62,7 @@ class CrawlOptions:
     notify_email: str = ""
     behaviour_seconds: float | str | None = None
     scroll_page_limit: int | str | None = None
+    only_changes: bool = False
 
 
 DEFAULT_OPTIONS = CrawlOptions()
@@ -114,6 +117,7 @@ def crawl_create(
             profile=checked.profile,
             behaviour_seconds=checked.behaviour_seconds,
             scroll_page_limit=checked.scroll_page_limit,
+            only_changes=options.only_changes,
             schedule=schedule,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in checked.tags])
@@ -361,7 +365,8 @@ def _tag_seeds_as_given(crawl: Crawl) -> None:
 def crawl_report(*, crawl: Crawl) -> dict:
     """Return the crawl's report: snapshots and results per state, the bytes its results wrote
     (``bytes``), and every failure's reason (a snapshot that failed finalizing has
-    ``"extractor": None``), at most 200 failures."""
+    ``"extractor": None``), at most 200 failures; for a crawl that keeps only changes, how many
+    pages were found unchanged (``unchanged``: core/services/unchanged.py)."""
     snapshots = crawl.snapshots.count_by_status()
     results = ArchiveResult.objects.filter(snapshot__crawl=crawl)
     by_state = results.count_by_status()
@@ -380,13 +385,16 @@ def crawl_report(*, crawl: Crawl) -> dict:
     failures = (failed_snapshots + failed_results)[:REPORT_FAILURE_LIMIT]
     started = crawl.start_ts or crawl.created_at
     stored = results.aggregate(bytes=Sum("output_size"))["bytes"] or 0
-    return {
+    report = {
         "snapshots": snapshots,
         "results": by_state,
         "bytes": stored,
         "failures": failures,
         "duration_seconds": round((timezone.now() - started).total_seconds(), 3),
     }
+    if crawl.only_changes:
+        report["unchanged"] = crawl.snapshots.filter(unchanged_since__isnull=False).count()
+    return report
 
 
 def crawl_hold(*, crawl_id: int, reason: str = "") -> Crawl:

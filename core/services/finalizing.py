@@ -91,7 +91,8 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         snapshot.begin_finalizing()
         snapshot.save()
     results = list(snapshot.results.order_by("pk"))
-    snapshot.title = _given_title(snapshot) or _title_from(results) or snapshot.title
+    found = _given_title(snapshot) or _title_from(results) or _unchanged_title(snapshot)
+    snapshot.title = found or snapshot.title
     try:
         corrupt = _check_outputs(snapshot, results)
         if corrupt:
@@ -271,6 +272,11 @@ def _given_title(snapshot: Snapshot) -> str:
     """The title the crawl's input gave this URL (a bookmark's or feed entry's): a person chose
     it, so it is kept over the page's own (which the title extractor keeps in title.txt)."""
     return snapshot.crawl.seed_details.get(snapshot.url, {}).get("title", "")
+
+
+def _unchanged_title(snapshot: Snapshot) -> str:
+    """The title of the capture whose page an unchanged one found again ("" for others)."""
+    return snapshot.unchanged_since.title if snapshot.unchanged_since_id else ""
 
 
 def _title_from(results: list[ArchiveResult]) -> str:

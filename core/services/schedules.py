@@ -62,6 +62,7 @@ def schedule_create(
         notify_email=checked.notify_email,
         behaviour_seconds=checked.behaviour_seconds,
         scroll_page_limit=checked.scroll_page_limit,
+        only_changes=options.only_changes,
         next_run_at=next_run_at,
         created_by=created_by,
     )
@@ -138,6 +139,7 @@ def _options_of(schedule: CrawlSchedule) -> CrawlOptions:
         notify_email=schedule.notify_email,
         behaviour_seconds=schedule.behaviour_seconds,
         scroll_page_limit=schedule.scroll_page_limit,
+        only_changes=schedule.only_changes,
     )
 
 

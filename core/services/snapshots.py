@@ -19,6 +19,7 @@ from core.folder.wacz import warm_up_packaging
 from core.models import ArchiveResult, Snapshot
 from core.services.crawls import crawl_hold, snapshots_tag_like_crawl
 from core.services.finalizing import snapshot_finalize, wake_crawl_if_done
+from core.services.unchanged import snapshot_find_unchanged
 from crawls.models import Crawl
 from crawls.seeds import InvalidURL, normalize_url
 from orchestrator.retries import next_poll
@@ -40,7 +41,9 @@ def snapshot_tick(*, snapshot: Snapshot) -> None:
 
 
 def snapshot_start(*, snapshot: Snapshot) -> None:
-    """Start ``snapshot``: create one queued ArchiveResult per step of its crawl's profile.
+    """Start ``snapshot``: create one queued ArchiveResult per step of its crawl's profile; or,
+    when its crawl keeps only changes and the page serves its last capture's bytes, none
+    (core/services/unchanged.py).
 
     A profile that no longer passes its rules (an extractor since removed from the registry)
     holds the crawl with the reason, and the snapshot waits: fix the profile, then release.
@@ -49,6 +52,13 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
         steps = snapshot.crawl.planned_steps()
     except ValidationError as error:
         _hold_for_profile(snapshot.crawl_id, "; ".join(error.messages))
+        return
+    since = snapshot_find_unchanged(snapshot=snapshot)
+    if since is not None:
+        with transaction.atomic():
+            snapshot.start_unchanged(since=since)
+            snapshot.save()
+        snapshot_check_results(snapshot=snapshot)  # no result to wait for: finalize now
         return
     with transaction.atomic():
         snapshot.start()

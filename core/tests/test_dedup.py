@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +38,7 @@ from core.tests.test_replay_theft import replayed
 from core.web.origins import replay_url
 from crawls.models import Crawl
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("data_dir")]
 
 BAGIT = Path(sys.executable).parent / "bagit.py"
 WGET_WARC = "wget/warc/archive.warc.gz"
@@ -47,25 +46,9 @@ WGET_WARC = "wget/warc/archive.warc.gz"
 STORED_ONCE = ("/index.html", "/static/style.css", "/static/app.js", "/static/logo.png")
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[DedupSite]:
-    server = DedupSite(tmp_path / "site").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(autouse=True)
-def data_dir(settings, tmp_path: Path) -> Path:
-    settings.DATA_DIR = tmp_path / "data"
-    settings.ARCHIVE_DIR = tmp_path / "data" / "archive"
-    settings.SOURCES_DIR = tmp_path / "data" / "sources"
-    settings.KEYS_DIR = tmp_path / "data" / "keys"
-    return settings.DATA_DIR
-
-
-def capture(site: DedupSite, path: str = "/index.html") -> Snapshot:
+def capture(dedup_site: DedupSite, path: str = "/index.html") -> Snapshot:
     """Archive ``path`` of ``site`` in a crawl of its own through the pipeline; return it."""
-    crawl = crawl_create(data=f"{site.url(path)}\n".encode(), source_name="urls.txt")
+    crawl = crawl_create(data=f"{dedup_site.url(path)}\n".encode(), source_name="urls.txt")
     archive_crawl(crawl)
     snapshot = Snapshot.objects.get(crawl=crawl)
     assert snapshot.status == SnapshotStatus.SEALED, snapshot.error
@@ -114,8 +97,8 @@ def site_bytes(path: str) -> bytes:
 # --- storing once --------------------------------------------------------------------------------
 
 
-def test_a_page_archived_twice_is_written_as_revisits_and_shared_files(site) -> None:
-    first, second = capture(site), capture(site)
+def test_a_page_archived_twice_is_written_as_revisits_and_shared_files(dedup_site) -> None:
+    first, second = capture(dedup_site), capture(dedup_site)
 
     before, after = records(first), records(second)
     assert {before[path]["type"] for path in STORED_ONCE} == {"response"}
@@ -125,7 +108,7 @@ def test_a_page_archived_twice_is_written_as_revisits_and_shared_files(site) -> 
         assert after[path]["payload"] == b""
         assert revisit["WARC-Profile"] == PROFILES["WARC/1.0"]  # wget writes WARC/1.0
         assert revisit["WARC-Refers-To"] == original["WARC-Record-ID"]
-        assert revisit["WARC-Refers-To-Target-URI"] == site.url(path)
+        assert revisit["WARC-Refers-To-Target-URI"] == dedup_site.url(path)
         assert revisit["WARC-Refers-To-Date"] == original["WARC-Date"]
         assert revisit["WARC-Payload-Digest"] == original["WARC-Payload-Digest"]
         assert before[path]["payload"].endswith(site_bytes(path))
@@ -141,7 +124,7 @@ def test_a_page_archived_twice_is_written_as_revisits_and_shared_files(site) -> 
         assert local_problems(snapshot)[0] == []
         assert sha256sum_ok(snapshot.output_dir)
     # The page wget saved and its requisites are one file on disk, read-only.
-    host = f"127.0.0.1+{site.port}"
+    host = f"127.0.0.1+{dedup_site.port}"
     for name in ("index.html", "static/app.js", "static/logo.png", "static/style.css"):
         one, two = (s.output_dir / "wget" / host / name for s in (first, second))
         assert one.stat().st_ino == two.stat().st_ino == blob_path(sha256(two)).stat().st_ino
@@ -157,26 +140,26 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_changed_requisite_is_stored_whole_again(site) -> None:
-    first = capture(site)
-    site.write("static/app.js", site_bytes("/static/app.js") + b"// changed\n")
-    second = capture(site)
+def test_a_changed_requisite_is_stored_whole_again(dedup_site) -> None:
+    first = capture(dedup_site)
+    dedup_site.write("static/app.js", site_bytes("/static/app.js") + b"// changed\n")
+    second = capture(dedup_site)
 
     after = records(second)
     assert after["/static/app.js"]["type"] == "response"
     assert after["/static/app.js"]["payload"].endswith(b"// changed\n")
     assert after["/static/logo.png"]["type"] == "revisit"
-    host = f"127.0.0.1+{site.port}"
+    host = f"127.0.0.1+{dedup_site.port}"
     one, two = (s.output_dir / "wget" / host / "static" / "app.js" for s in (first, second))
     assert one.stat().st_ino != two.stat().st_ino
 
 
-def test_with_deduplicate_off_every_capture_is_whole(settings, site) -> None:
+def test_with_deduplicate_off_every_capture_is_whole(settings, dedup_site) -> None:
     settings.DEDUPLICATE = False
-    first, second = capture(site), capture(site)
+    first, second = capture(dedup_site), capture(dedup_site)
 
     assert {record["type"] for record in records(second).values()} == {"response"}
-    host = f"127.0.0.1+{site.port}"
+    host = f"127.0.0.1+{dedup_site.port}"
     one, two = (s.output_dir / "wget" / host / "static" / "app.js" for s in (first, second))
     assert one.stat().st_ino != two.stat().st_ino
     assert not PayloadRevisit.objects.exists()
@@ -185,8 +168,8 @@ def test_with_deduplicate_off_every_capture_is_whole(settings, site) -> None:
 # --- removal -------------------------------------------------------------------------------------
 
 
-def test_removing_the_first_crawl_leaves_the_later_ones_whole_and_verifiable(site) -> None:
-    first, second, third = capture(site), capture(site), capture(site)
+def test_removing_the_first_crawl_leaves_the_later_ones_whole_and_verifiable(dedup_site) -> None:
+    first, second, third = capture(dedup_site), capture(dedup_site), capture(dedup_site)
     manifest_before = second.manifest_sha256
     first_only = [d for d in read_manifest(first.output_dir).values() if blob_path(d).exists()]
     first_only = [d for d in first_only if blob_path(d).stat().st_nlink == 2]  # its own files
@@ -225,12 +208,12 @@ def test_removing_the_first_crawl_leaves_the_later_ones_whole_and_verifiable(sit
     assert wget_entry["history"][-1]["event"] == "revisits resolved"
     # What only the first linked is gone from the store; what the others share is kept.
     assert first_only and not any(blob_path(digest).exists() for digest in first_only)
-    app = second.output_dir / "wget" / f"127.0.0.1+{site.port}" / "static" / "app.js"
+    app = second.output_dir / "wget" / f"127.0.0.1+{dedup_site.port}" / "static" / "app.js"
     assert blob_path(sha256(app)).stat().st_nlink == 3
 
 
-def test_removing_a_snapshot_waits_for_one_that_refers_to_it_and_is_finalizing(site) -> None:
-    first, second = capture(site), capture(site)
+def test_removing_a_snapshot_waits_for_one_that_refers_to_it_and_is_finalizing(dedup_site) -> None:
+    first, second = capture(dedup_site), capture(dedup_site)
     Snapshot.objects.filter(pk=second.pk).update(status=SnapshotStatus.FINALIZING)
 
     with pytest.raises(RemovalRefused, match=f"snapshot {second.pk}.* is finalizing"):
@@ -240,8 +223,8 @@ def test_removing_a_snapshot_waits_for_one_that_refers_to_it_and_is_finalizing(s
     assert records(second)["/index.html"]["type"] == "revisit"
 
 
-def test_a_rearchived_original_still_serves_those_that_refer_to_it(site) -> None:
-    first, second = capture(site), capture(site)
+def test_a_rearchived_original_still_serves_those_that_refer_to_it(dedup_site) -> None:
+    first, second = capture(dedup_site), capture(dedup_site)
     moved_to = snapshot_rearchive(snapshot=first)
     assert PayloadRecord.objects.filter(snapshot=first, warc=f"{moved_to}/{WGET_WARC}").exists()
 
@@ -273,8 +256,10 @@ def wacz_record_types(path: Path) -> set[str]:
     return types
 
 
-def test_a_bag_of_the_second_crawl_alone_validates_with_what_it_refers_to(site, tmp_path) -> None:
-    first, second = capture(site), capture(site)
+def test_a_bag_of_the_second_crawl_alone_validates_with_what_it_refers_to(
+    dedup_site, tmp_path
+) -> None:
+    first, second = capture(dedup_site), capture(dedup_site)
     bag = tmp_path / "bag"
 
     call_command("export", "--format", "bagit", "--crawl", str(second.crawl_id), str(bag),
@@ -297,9 +282,9 @@ def test_a_bag_of_the_second_crawl_alone_validates_with_what_it_refers_to(site, 
     assert revisits and all(r.refers_to in originals for r in revisits)
 
 
-def test_a_wacz_export_of_a_revisit_only_page_is_whole(site, tmp_path) -> None:
-    capture(site)
-    second = capture(site)
+def test_a_wacz_export_of_a_revisit_only_page_is_whole(dedup_site, tmp_path) -> None:
+    capture(dedup_site)
+    second = capture(dedup_site)
     dest = tmp_path / "waczs"
 
     call_command("export", "--format", "wacz", "--snapshot", str(second.pk), str(dest),
@@ -310,9 +295,9 @@ def test_a_wacz_export_of_a_revisit_only_page_is_whole(site, tmp_path) -> None:
     assert not (second.output_dir / "snapshot.wacz").exists()  # none stored: see below
 
 
-def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(site, data_dir) -> None:
-    capture(site)
-    second = capture(site)
+def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(dedup_site, data_dir) -> None:
+    capture(dedup_site)
+    second = capture(dedup_site)
 
     replayed = snapshot_replay_wacz(snapshot=second)
 
@@ -324,9 +309,9 @@ def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(site, data_di
 # --- reindex -------------------------------------------------------------------------------------
 
 
-def test_reindex_reads_the_payload_index_back_from_the_warcs(site) -> None:
-    capture(site)
-    capture(site)
+def test_reindex_reads_the_payload_index_back_from_the_warcs(dedup_site) -> None:
+    capture(dedup_site)
+    capture(dedup_site)
     expected = sorted(
         PayloadRevisit.objects.values_list("snapshot_id", "record_id", "original__record_id")
     )
@@ -346,8 +331,8 @@ def test_reindex_reads_the_payload_index_back_from_the_warcs(site) -> None:
 # --- the folder layer ----------------------------------------------------------------------------
 
 
-def test_a_response_made_a_revisit_and_back_is_the_same_record(site, tmp_path) -> None:
-    warc = capture(site).output_dir / WGET_WARC
+def test_a_response_made_a_revisit_and_back_is_the_same_record(dedup_site, tmp_path) -> None:
+    warc = capture(dedup_site).output_dir / WGET_WARC
     original = tmp_path / "original.warc.gz"
     original.write_bytes(warc.read_bytes())
     copy = tmp_path / "copy.warc.gz"
@@ -392,13 +377,13 @@ def test_a_damaged_shared_copy_is_replaced_not_spread(settings, tmp_path) -> Non
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_a_revisit_only_page_replays_in_chromium(site, live_server, rf) -> None:
+def test_a_revisit_only_page_replays_in_chromium(dedup_site, live_server, rf) -> None:
     """The second capture's WARC holds no payload of its page: replay still shows the page,
     its stylesheet and its image, from the archive alone (the site is stopped first)."""
-    capture(site)
-    second = capture(site)
+    capture(dedup_site)
+    second = capture(dedup_site)
     assert {records(second)[path]["type"] for path in STORED_ONCE} == {"revisit"}
-    site.stop()
+    dedup_site.stop()
     request = rf.get("/", HTTP_HOST=live_server.url.removeprefix("http://"))
     link = replay_url(request, second.pk)
 
@@ -423,15 +408,17 @@ def test_a_revisit_only_page_replays_in_chromium(site, live_server, rf) -> None:
 
 
 @pytest.mark.browser
-def test_an_unchanged_pages_pdf_and_singlefile_are_stored_once(settings, site) -> None:
+def test_an_unchanged_pages_pdf_and_singlefile_are_stored_once(settings, dedup_site) -> None:
     """Chromium's PDF and SingleFile's page carry the moment they were made: of an unchanged
     page the second capture keeps the first's files (core/services/unchanged_outputs.py), of
     a changed page its own."""
     settings.EXTRACTORS = ["wget", "pdf", "singlefile"]
     stamped = ("pdf/output.pdf", "singlefile/singlefile.html")
-    first, second = capture(site), capture(site)
-    site.write("index.html", site_bytes("/index.html").replace(b"Stored once", b"Changed now"))
-    third = capture(site)
+    first, second = capture(dedup_site), capture(dedup_site)
+    dedup_site.write(
+        "index.html", site_bytes("/index.html").replace(b"Stored once", b"Changed now")
+    )
+    third = capture(dedup_site)
 
     for name in stamped:
         one, two, three = (s.output_dir / name for s in (first, second, third))
@@ -447,10 +434,10 @@ def test_an_unchanged_pages_pdf_and_singlefile_are_stored_once(settings, site) -
 
 
 @pytest.mark.browser
-def test_with_deduplicate_off_each_capture_keeps_its_own_pdf(settings, site) -> None:
+def test_with_deduplicate_off_each_capture_keeps_its_own_pdf(settings, dedup_site) -> None:
     settings.EXTRACTORS = ["wget", "pdf"]
     settings.DEDUPLICATE = False
-    first, second = capture(site), capture(site)
+    first, second = capture(dedup_site), capture(dedup_site)
 
     one, two = (s.output_dir / "pdf" / "output.pdf" for s in (first, second))
     assert one.stat().st_ino != two.stat().st_ino

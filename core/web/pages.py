@@ -65,7 +65,7 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
     not.
     """
     try:
-        snapshot = Snapshot.objects.select_related("crawl").get(pk=snapshot_id)
+        snapshot = Snapshot.objects.select_related("crawl", "unchanged_since").get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
         raise Http404("no such snapshot") from None
     results = list(snapshot.results.order_by("pk"))

@@ -66,6 +66,13 @@ def add_crawl_arguments(parser) -> None:
         help="Times an infinite scroll may grow while a page is scrolled "
         f"(0-{MAX_SCROLL_PAGES}; default: SCROLL_PAGE_LIMIT).",
     )
+    parser.add_argument(
+        "--only-changes",
+        action="store_true",
+        help="Keep only changes: a page that serves the same bytes as its last sealed capture "
+        "is recorded as a small capture pointing at that one (a WARC revisit), not archived "
+        "again. Meant for schedules.",
+    )
 
 
 def read_crawl_input(urls: list[str], file: Path | None) -> tuple[bytes, str]:
@@ -113,5 +120,6 @@ def crawl_keywords(options: dict, source_name: str, depth: int) -> dict:
             notify_email=options["email"],
             behaviour_seconds=options["behaviour_seconds"],
             scroll_page_limit=options["scroll_pages"],
+            only_changes=options["only_changes"],
         ),
     }

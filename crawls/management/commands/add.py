@@ -148,7 +148,10 @@ class Command(BaseCommand):
         results = ", ".join(f"{n} {state}" for state, n in sorted(report["results"].items()))
         self.stdout.write(self.style.SUCCESS(f"Crawl {crawl.pk} sealed in "
                                              f"{report['duration_seconds']:.1f} s"))  # fmt: skip
-        self.stdout.write(f"  snapshots: {snapshots}\n  results:   {results}")
+        self.stdout.write(f"  snapshots: {snapshots}\n  results:   {results or 'none'}")
+        if "unchanged" in report:
+            self.stdout.write(f"  unchanged: {report['unchanged']} (kept as revisits of their "
+                              "last capture, not archived again)")  # fmt: skip
         copies = StorageCopy.objects.filter(snapshot__crawl=crawl)
         for target in sorted(set(copies.values_list("target", flat=True))):
             states = copies.filter(target=target).count_by_status()

@@ -62,6 +62,7 @@ class Command(BaseCommand):
             return
         for schedule in schedules:
             state = "" if schedule.enabled else " [disabled]"
+            state += " [only changes]" if schedule.only_changes else ""
             last = _when(schedule.last_run_at) if schedule.last_run_at else "never"
             crawls = schedule.crawls.count()
             self.stdout.write(

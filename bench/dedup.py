@@ -2,8 +2,9 @@
 
 N pages of the Python documentation (Debian's python3-doc, served on 127.0.0.1 as in
 bench/throughput.py; default 50) are archived twice into one fresh DATA_DIR, each time with
-``manage.py add --file urls.txt --wait`` and the extractors ``--extractors`` (default headers,
-wget, title, favicon, htmltotext and outlinks: the ones that need no browser). After each crawl
+``manage.py add --file urls.txt --wait`` and the extractors ``--extractors`` (default: the
+default profile, every extractor, as ``add`` runs them; ``--extractors lean`` is headers, wget,
+title, favicon, htmltotext and outlinks: the ones that need no browser). After each crawl
 the bytes in DATA_DIR are counted as ``du --apparent-size`` counts them: every file once per
 inode, so a hard-linked file (core/folder/blobs.py) counts once. The report gives:
 
@@ -18,7 +19,7 @@ inode, so a hard-linked file (core/folder/blobs.py) counts once. The report give
 
 Run it from the repository root (a few minutes for 50 pages on two cores):
 
-    .venv/bin/python bench/dedup.py [--pages 50] [--extractors headers,wget,...] [--json] [--keep]
+    .venv/bin/python bench/dedup.py [--pages 50] [--extractors lean|NAME,...] [--json] [--keep]
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from throughput import DOCS_DIR, MANAGE, DocsServer, ensure_docs, log, page_urls
 
-EXTRACTORS = "headers,wget,title,favicon,htmltotext,outlinks"
+LEAN = "headers,wget,title,favicon,htmltotext,outlinks"
 GOAL_RATIO = 0.10
 BAGIT = Path(sys.executable).parent / "bagit.py"
 BLOBS = "blobs"
@@ -147,16 +148,23 @@ def shell_json(code: str, env: dict[str, str]) -> object:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=50, help="Pages to archive (default 50).")
-    parser.add_argument("--extractors", default=EXTRACTORS, help=f"Default: {EXTRACTORS}.")
+    parser.add_argument(
+        "--extractors",
+        default="",
+        help=f"Comma-separated names (default: the default profile); 'lean' is {LEAN}.",
+    )
     parser.add_argument("--json", action="store_true", help="Print a JSON summary.")
     parser.add_argument("--keep", action="store_true", help="Keep the DATA_DIR (say where).")
     args = parser.parse_args(argv)
+    if args.extractors == "lean":
+        args.extractors = LEAN
     ensure_docs()
     root = Path(tempfile.mkdtemp(prefix="vellum-bench-dedup-"))
     data_dir = root / "data"
     env = {**os.environ, "DATA_DIR": str(data_dir), "EXTRACTORS": args.extractors,
            "DJANGO_SETTINGS_MODULE": "archive.settings"}  # fmt: skip
-    summary: dict = {"pages": args.pages, "extractors": args.extractors.split(",")}
+    names = args.extractors.split(",") if args.extractors else ["default profile"]
+    summary: dict = {"pages": args.pages, "extractors": names}
     checks = {}
     try:
         if manage(["init"], env).returncode != 0:
@@ -164,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         with DocsServer(DOCS_DIR) as server:
             urls_file = root / "urls.txt"
             urls_file.write_text("\n".join(page_urls(server.base_url, args.pages)) + "\n")
-            log(f"first crawl of {args.pages} pages ({args.extractors})")
+            log(f"first crawl of {args.pages} pages ({', '.join(summary['extractors'])})")
             summary["first"] = crawl(urls_file, env, data_dir)
             summary["first"]["logical_bytes"] = logical_bytes(data_dir)
             log("second crawl of the same pages")

@@ -19,7 +19,8 @@ inode, so a hard-linked file (core/folder/blobs.py) counts once. The report give
 
 Run it from the repository root (a few minutes for 50 pages on two cores):
 
-    .venv/bin/python bench/dedup.py [--pages 50] [--extractors lean|NAME,...] [--json] [--keep]
+    .venv/bin/python bench/dedup.py [--pages 50] [--extractors lean|NAME,...] [--only-changes]
+                                    [--json] [--keep]
 """
 
 from __future__ import annotations
@@ -88,10 +89,11 @@ def manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           text=True, cwd=MANAGE.parent)  # fmt: skip
 
 
-def crawl(urls_file: Path, env: dict[str, str], data_dir: Path) -> dict:
-    """Archive the URLs once more; return what the crawl added to DATA_DIR."""
+def crawl(urls_file: Path, env: dict[str, str], data_dir: Path, *options: str) -> dict:
+    """Archive the URLs once more (``add`` with ``options``); return what the crawl added to
+    DATA_DIR."""
     before = usage(data_dir)
-    done = manage(["add", "--file", str(urls_file), "--wait"], env)
+    done = manage(["add", "--file", str(urls_file), "--wait", *options], env)
     if done.returncode != 0:
         sys.exit(f"error: manage.py add failed:\n{done.stdout[-1500:]}{done.stderr[-1500:]}")
     after = usage(data_dir)
@@ -155,6 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="Print a JSON summary.")
     parser.add_argument("--keep", action="store_true", help="Keep the DATA_DIR (say where).")
+    parser.add_argument(
+        "--only-changes",
+        action="store_true",
+        help="Make the second crawl keep only changes (add --only-changes), as a schedule may.",
+    )
     args = parser.parse_args(argv)
     if args.extractors == "lean":
         args.extractors = LEAN
@@ -164,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "DATA_DIR": str(data_dir), "EXTRACTORS": args.extractors,
            "DJANGO_SETTINGS_MODULE": "archive.settings"}  # fmt: skip
     names = args.extractors.split(",") if args.extractors else ["default profile"]
-    summary: dict = {"pages": args.pages, "extractors": names}
+    summary: dict = {"pages": args.pages, "extractors": names, "only_changes": args.only_changes}
     checks = {}
     try:
         if manage(["init"], env).returncode != 0:
@@ -176,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             summary["first"] = crawl(urls_file, env, data_dir)
             summary["first"]["logical_bytes"] = logical_bytes(data_dir)
             log("second crawl of the same pages")
-            summary["second"] = crawl(urls_file, env, data_dir)
+            options = ["--only-changes"] if args.only_changes else []
+            summary["second"] = crawl(urls_file, env, data_dir, *options)
         summary["index"] = counts(env)
         checks["all sealed"] = summary["index"]["sealed"] == 2 * args.pages
         checks["verify passes"] = manage(["verify", "--all", "--local-only"], env).returncode == 0
@@ -215,6 +223,8 @@ def print_report(summary: dict) -> None:
     first, second = summary["first"], summary["second"]
     print(f"pages        {summary['pages']} Python documentation pages on 127.0.0.1, twice")
     print(f"extractors   {', '.join(summary['extractors'])}")
+    if summary["only_changes"]:
+        print("second crawl keeps only changes (add --only-changes)")
     print(f"index        {summary['index']['originals']} original records, "
           f"{summary['index']['revisits']} revisit records")  # fmt: skip
     print()

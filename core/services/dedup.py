@@ -395,7 +395,9 @@ def has_revisits(snapshot: Snapshot, *, current_run: bool = True) -> bool:
 def has_replay_wacz(snapshot: Snapshot) -> bool:
     """True when ``snapshot`` has a WACZ to replay: its own ``snapshot.wacz``, or, sealed with
     revisits in its WARCs (finalizing then stores none), the one ``snapshot_replay_wacz``
-    makes whole on first use."""
+    makes whole on first use (for an unchanged capture, the one of the capture it points at)."""
+    if snapshot.unchanged_since is not None:
+        return has_replay_wacz(snapshot.unchanged_since)
     if (snapshot.output_dir / WACZ_NAME).is_file():
         return True
     return snapshot.status == SnapshotStatus.SEALED and has_revisits(snapshot)
@@ -447,8 +449,14 @@ def snapshot_replay_wacz(*, snapshot: Snapshot) -> Path:
     WARCs hold revisits, one made whole from it (``whole_folder``), built on first use and
     kept in ``DATA_DIR/cache/replay/`` until the snapshot's manifest changes.
 
+    A capture found unchanged (``unchanged_since``: core/services/unchanged.py) holds its page
+    alone, as a revisit: it replays as the capture it points at, which holds the page whole
+    with everything the page loaded.
+
     Raises RevisitError when an original cannot be read, PackagingError when py-wacz fails.
     """
+    if snapshot.unchanged_since is not None:
+        return snapshot_replay_wacz(snapshot=snapshot.unchanged_since)
     own = snapshot.output_dir / WACZ_NAME
     if not has_revisits(snapshot):
         return own

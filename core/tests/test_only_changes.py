@@ -20,6 +20,7 @@ from core.choices import SnapshotStatus
 from core.models import PayloadRevisit, Snapshot
 from core.services.captures import url_captures
 from core.services.crawls import CrawlOptions, crawl_create
+from core.services.dedup import has_replay_wacz, snapshot_replay_wacz
 from core.services.fixity import local_problems
 from core.services.schedules import schedule_create, schedule_run
 from core.services.unchanged import WARC_PATH
@@ -162,6 +163,16 @@ def test_the_snapshot_page_and_the_api_name_the_capture_it_points_at(dedup_site)
     assert 'id="unchanged"' in page and f"/snapshot/{first.pk}/" in page
     assert detail["unchanged_since"] == str(first.pk)
     assert client.get(f"/api/v1/snapshots/{first.pk}").json()["unchanged_since"] is None
+    timeline = client.get(f"/url/{second.url}").content.decode()
+    assert timeline.count(">a revisit</span>") == 1
+
+
+def test_an_unchanged_capture_replays_as_the_capture_it_points_at(dedup_site) -> None:
+    first = capture(dedup_site)
+    second = capture(dedup_site)
+
+    assert has_replay_wacz(second)
+    assert snapshot_replay_wacz(snapshot=second) == snapshot_replay_wacz(snapshot=first)
 
 
 # --- the option: add, schedules, the add page, the API -------------------------------------------

@@ -161,7 +161,9 @@ def _months(captures: list[Capture], url: str, thumbnails: dict) -> list[dict]:
             {
                 "capture": capture,
                 "snapshot": capture.snapshot,
-                "thumbnail": thumbnails.get(capture.id),
+                # An unchanged capture has no screenshot: the one it points at shows its page.
+                "thumbnail": thumbnails.get(capture.id)
+                or thumbnails.get(capture.snapshot.unchanged_since_id),
                 "diff": diff_url(url, capture),
                 "memento": reverse(
                     "core:memento", kwargs={"timestamp": capture.timestamp, "url": url}

@@ -22,6 +22,7 @@ from core.services.crawls import (
 from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
 from core.web.permissions import staff
+from crawls.choices import CrawlScope
 from crawls.inputs import FORMATS
 from crawls.models import Crawl
 from crawls.seeds import InputError, has_control_character
@@ -61,6 +62,20 @@ class CrawlIn(Schema):
         description="Keep only changes: a page that serves the bytes of its last sealed capture "
         "is recorded as a small capture pointing at that one instead of being archived again",
     )
+    scope: str = Field(
+        CrawlScope.HOST, description=f"Links followed with depth: {', '.join(CrawlScope.values)}"
+    )
+    include: list[str] = Field(
+        [], description="Also follow links matching: regular expressions, or surt:<SURT prefix>"
+    )
+    exclude: list[str] = Field([], description="Never follow links matching (as include)")
+    robots: bool = Field(False, description="Obey robots.txt (RFC 9309); skipped URLs listed")
+    max_pages: int | None = Field(None, description="Pages at most, seeds included")
+    max_bytes: int | None = Field(None, description="Stop following links past these bytes")
+    host_concurrency: int | None = Field(
+        None, description="Results of one host at once, 1 to HOST_CONCURRENCY (null: that)"
+    )
+    host_delay_seconds: float = Field(0, description="Seconds between starts on one host")
 
 
 class CrawlOut(Schema):
@@ -75,6 +90,11 @@ class CrawlOut(Schema):
     behaviour_seconds: float | None
     scroll_page_limit: int | None
     only_changes: bool
+    scope: str
+    robots: bool
+    max_pages: int | None
+    max_bytes: int | None
+    stop_reason: str
     hold_reason: str
     created_at: datetime
     start_ts: datetime | None
@@ -153,6 +173,14 @@ def add(request, body: CrawlIn):
             behaviour_seconds=body.behaviour_seconds,
             scroll_page_limit=body.scroll_page_limit,
             only_changes=body.only_changes,
+            scope=body.scope,
+            include="\n".join(body.include),
+            exclude="\n".join(body.exclude),
+            robots=body.robots,
+            max_pages=body.max_pages,
+            max_bytes=body.max_bytes,
+            host_concurrency=body.host_concurrency,
+            host_delay_seconds=body.host_delay_seconds,
         ),
         created_by=request.auth,
     )

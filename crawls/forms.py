@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from django import forms
 
-from core.services.crawls import MAX_BEHAVIOUR_SECONDS, MAX_DEPTH, MAX_SCROLL_PAGES
+from core.services.crawls import (
+    MAX_BEHAVIOUR_SECONDS,
+    MAX_DEPTH,
+    MAX_HOST_DELAY_SECONDS,
+    MAX_SCROLL_PAGES,
+)
+from crawls.choices import CrawlScope
 from crawls.inputs import FORMATS
 from crawls.models import Profile
 
@@ -57,6 +63,50 @@ class AddForm(forms.Form):
         help_text="A page that serves the same bytes as its last capture is recorded as a "
         "small capture pointing at that one, not archived again.",
     )
+    scope = forms.ChoiceField(
+        choices=CrawlScope.choices,
+        initial=CrawlScope.HOST,
+        help_text="With depth, which links are followed.",
+    )
+    include = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Also follow links matching, one a line: a regular expression, or "
+        "surt:org,example)/path (a SURT prefix).",
+    )
+    exclude = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Never follow links matching (as above); wins over everything.",
+    )
+    robots = forms.BooleanField(
+        label="Obey robots.txt",
+        required=False,
+        help_text="Disallowed URLs are skipped and listed in the crawl's report.",
+    )
+    max_pages = forms.IntegerField(
+        label="Max pages", required=False, min_value=1, help_text="Empty: no limit."
+    )
+    max_bytes = forms.IntegerField(
+        label="Max bytes",
+        required=False,
+        min_value=1,
+        help_text="Stop following links once the crawl wrote this many bytes. Empty: no limit.",
+    )
+    host_concurrency = forms.IntegerField(
+        label="Host concurrency",
+        required=False,
+        min_value=1,
+        help_text="Fetches of one host at once, at most the server's HOST_CONCURRENCY "
+        "(empty: that).",
+    )
+    host_delay_seconds = forms.FloatField(
+        label="Host delay seconds",
+        required=False,
+        min_value=0,
+        max_value=MAX_HOST_DELAY_SECONDS,
+        help_text="Seconds between two fetches of one host starting. Empty: none.",
+    )
 
     def clean(self):
         data = super().clean()
@@ -66,6 +116,20 @@ class AddForm(forms.Form):
         if upload is not None and upload.size > MAX_UPLOAD_BYTES:
             raise forms.ValidationError(f"The file is larger than {MAX_UPLOAD_BYTES // 2**20} MiB.")
         return data
+
+    def politeness(self) -> dict:
+        """The politeness and scope options of CrawlOptions, from the cleaned form."""
+        data = self.cleaned_data
+        return {
+            "scope": data["scope"],
+            "include": data["include"],
+            "exclude": data["exclude"],
+            "robots": data["robots"],
+            "max_pages": data["max_pages"],
+            "max_bytes": data["max_bytes"],
+            "host_concurrency": data["host_concurrency"],
+            "host_delay_seconds": data["host_delay_seconds"] or 0.0,
+        }
 
     def input_data(self) -> tuple[bytes, str]:
         """The input as bytes, and its name for messages and the saved copy."""

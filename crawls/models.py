@@ -13,7 +13,7 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from archive.env import is_cron
 from core.extractors.behaviours import BehaviourOptions
-from crawls.choices import CrawlStatus
+from crawls.choices import CrawlScope, CrawlStatus, SkipReason
 from crawls.profiles import PlannedStep, default_steps, plan_steps
 from orchestrator.models import WorkItem, WorkQuerySet
 from orchestrator.wakeups import notify_final
@@ -29,6 +29,14 @@ SCROLL_PAGE_LIMIT_HELP = (
 ONLY_CHANGES_HELP = (
     "Keep only changes: a page that serves the bytes of its last sealed capture is recorded as "
     "a small capture pointing at that one instead of being archived again."
+)
+PATTERNS_HELP = (
+    "matching, one a line: a regular expression searched in the normalized URL, or a SURT "
+    "prefix written surt:org,example)/path (crawls/scope.py)."
+)
+HOST_CONCURRENCY_HELP = (
+    "Results of one host this crawl runs at once (empty: HOST_CONCURRENCY); it may lower the "
+    "setting, not raise it."
 )
 
 
@@ -152,6 +160,34 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         null=True, blank=True, help_text=SCROLL_PAGE_LIMIT_HELP
     )
     only_changes = models.BooleanField(default=False, help_text=ONLY_CHANGES_HELP)
+    scope = models.CharField(
+        max_length=8,
+        choices=CrawlScope.choices,
+        default=CrawlScope.HOST,
+        help_text="Which links it follows with depth (any_host widens it to any host).",
+    )
+    include = models.TextField(blank=True, help_text=f"Also follow links. {PATTERNS_HELP}")
+    exclude = models.TextField(blank=True, help_text=f"Never follow links. {PATTERNS_HELP}")
+    robots = models.BooleanField(
+        default=False, help_text="Obey robots.txt (RFC 9309): disallowed URLs are skipped."
+    )
+    max_pages = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Pages at most (seeds included); empty: no limit."
+    )
+    max_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Stop following links once its results wrote this many bytes.",
+    )
+    host_concurrency = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text=HOST_CONCURRENCY_HELP
+    )
+    host_delay_seconds = models.FloatField(
+        default=0, help_text="Seconds between the starts of two fetches of one host."
+    )
+    stop_reason = models.CharField(
+        max_length=300, blank=True, help_text="Why it stopped growing before its links ran out."
+    )
     input_report = models.JSONField(
         default=dict,
         blank=True,
@@ -244,6 +280,12 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         self.end_ts = None
         self.retry_at = timezone.now()
 
+    @transition(field=status, source=CrawlStatus.STARTED, target=CrawlStatus.STARTED)
+    def stop_growing(self, *, reason: str) -> None:
+        """A limit was reached (``max_pages``, ``max_bytes``): queue no more of its URLs; the
+        snapshots it has run on, and it seals with ``reason`` in its report."""
+        self.stop_reason = reason[:300]
+
     @transition(field=status, source=CrawlStatus.active(), target=CrawlStatus.HELD)
     def hold(self, *, reason: str = "") -> None:
         """Pause the crawl: none of its records are claimed until it is released. ``reason``
@@ -260,6 +302,26 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         """Resume a held crawl where it stopped (starting again is idempotent)."""
         self.hold_reason = ""
         self.retry_at = timezone.now()
+
+
+class CrawlSkip(models.Model):
+    """One URL a crawl met (a seed or a link) and did not archive, with the reason: out of
+    scope, excluded, disallowed by robots.txt, or past a limit of the crawl."""
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="skips")
+    url = models.CharField(max_length=2048)
+    reason = models.CharField(max_length=16, choices=SkipReason.choices)
+    detail = models.CharField(max_length=300, blank=True, help_text="The rule or limit, in words.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["crawl", "url"]
+        constraints = [
+            models.UniqueConstraint(fields=["crawl", "url"], name="one_skip_per_crawl_url")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.url}: {self.reason}"
 
 
 def cron_next(expression: str, after) -> datetime:

@@ -41,6 +41,7 @@ def add_page(request: HttpRequest) -> HttpResponse:
                     behaviour_seconds=form.cleaned_data["behaviour_seconds"],
                     scroll_page_limit=form.cleaned_data["scroll_page_limit"],
                     only_changes=form.cleaned_data["only_changes"],
+                    **form.politeness(),
                 ),
                 created_by=request.user,
             )

@@ -150,12 +150,17 @@ def reload_claimed(
 
 
 def hand_back(
-    record: models.Model, *, lease_end: datetime, wake_idle: bool = True
+    record: models.Model,
+    *,
+    lease_end: datetime,
+    wake_idle: bool = True,
+    due_at: datetime | None = None,
 ) -> datetime | None:
     """Give up the lease, ending ``lease_end``, of a claimed ``record`` that was not started:
-    make it due now, so that any actor may claim it at once. Return that moment (no other
-    actor can have claimed the record before it), or None when the record no longer holds
-    that lease (it changed since: it is not this actor's to give).
+    make it due now (or at ``due_at`` when that is later), so that any actor may claim it
+    then. Return that moment (no other actor can have claimed the record before it), or None
+    when the record no longer holds that lease (it changed since: it is not this actor's to
+    give).
 
     ``wake_idle=False`` pings no idle actor: for a record handed back because what it needs
     is busy (its host's places, core/services/hosts.py), which an idle actor woken now could
@@ -163,6 +168,8 @@ def hand_back(
     the orchestrator's tick is the safety net.
     """
     now = timezone.now()
+    if due_at is not None and due_at > now:
+        now = due_at
     still_held = type(record).objects.filter(pk=record.pk, retry_at=lease_end)
     if wake_idle:
         given = still_held.update(retry_at=now)

@@ -39,7 +39,8 @@ class Host(models.Model):
 
     ``ok → paused`` after HOST_PAUSE_AFTER_FAILURES connection failures in a row (``pause``;
     a failure while paused pauses it again, for longer); ``paused → ok`` on the first success
-    (``resume``). The pause's end is ``paused_until``; after it the host is on trial.
+    (``resume``); ``ok | paused → paused`` when the server answers 429 with Retry-After
+    (``slow_down``). The pause's end is ``paused_until``; after it the host is on trial.
     """
 
     name = models.CharField(
@@ -53,6 +54,18 @@ class Host(models.Model):
         null=True, blank=True, help_text="When a paused host's next result may start."
     )
     error = models.TextField(blank=True, help_text="The last connection failure, and whose.")
+    robots_txt = models.TextField(
+        blank=True, help_text="Its robots.txt as last read, for crawls that obey it."
+    )
+    robots_unreachable = models.CharField(
+        max_length=300, blank=True, help_text="Why its robots.txt could not be read, if so."
+    )
+    robots_fetched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its robots.txt was last read."
+    )
+    last_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a result last started fetching from it."
+    )
     modified_at = models.DateTimeField(auto_now=True)
 
     objects = HostQuerySet.as_manager()
@@ -92,6 +105,16 @@ class Host(models.Model):
         self.failures += 1
         self.error = error[:2000]
         self.paused_until = timezone.now() + timezone.timedelta(seconds=delay)
+
+    @transition(field=status, source=[HostStatus.OK, HostStatus.PAUSED], target=HostStatus.PAUSED)
+    def slow_down(self, *, error: str, delay: float) -> None:
+        """The server asked to be left alone for ``delay`` seconds (a 429 with Retry-After,
+        RFC 6585 §4, RFC 9110 §10.2.3): start none of its results until then
+        (a longer pause already running is kept), then one at a time. Not a failure."""
+        self.error = error[:2000]
+        until = timezone.now() + timezone.timedelta(seconds=delay)
+        if self.paused_until is None or self.paused_until < until:
+            self.paused_until = until
 
     @transition(field=status, source=HostStatus.OK, target=HostStatus.OK)
     def count_success(self) -> None:

@@ -253,6 +253,14 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
         self.end_ts = timezone.now()
         self.retry_at = None
 
+    @transition(field=status, source=SnapshotStatus.QUEUED, target=SnapshotStatus.FAILED)
+    def leave_out(self, *, reason: str) -> None:
+        """Its crawl stopped growing (a limit was reached) before it started: it is final,
+        never archived, with ``reason``."""
+        self.error = f"left out: {reason}"
+        self.end_ts = timezone.now()
+        self.retry_at = None
+
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FINALIZING)
     def begin_finalizing(self) -> None:
         """Count one finalizing attempt before it runs, so a worker that dies mid-way uses it up."""

@@ -12,17 +12,19 @@ from functools import partial
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Count, Sum
 from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.folder.manifest import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
-from crawls.choices import CrawlStatus
+from core.services.scope import crawl_admit, crawl_screen
+from crawls.choices import CrawlScope, CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import Crawl, Profile
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
+from crawls.scope import PatternError, parse_patterns
 from crawls.seeds import InputError, InvalidURL
 from crawls.signals import notification_due
 from orchestrator.retries import next_poll
@@ -37,6 +39,7 @@ PRIORITY_RANGE = (-32768, 32767)  # a SmallIntegerField on every database Django
 MAX_BEHAVIOUR_SECONDS = 300
 MAX_SCROLL_PAGES = 1000
 REPORT_FAILURE_LIMIT = 200
+MAX_HOST_DELAY_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,13 @@ class CrawlOptions:
     ``scroll_page_limit`` growths (each a number, or its text as typed; None or "": the
     setting, BEHAVIOUR_SECONDS or SCROLL_PAGE_LIMIT); with ``only_changes``, record a page that
     serves its last capture's bytes as a small capture pointing at that one
-    (core/services/unchanged.py). check_crawl_options checks them."""
+    (core/services/unchanged.py). Politeness and scope (crawls/scope.py,
+    core/services/scope.py): follow links within ``scope`` (a CrawlScope value), also those
+    matching an ``include`` pattern, never those matching an ``exclude`` one (patterns one a
+    line); obey robots.txt with ``robots``; archive at most ``max_pages`` pages and stop
+    following links once ``max_bytes`` bytes are written (None: no limit); run at most
+    ``host_concurrency`` results of one host at once (None: HOST_CONCURRENCY) and start them
+    ``host_delay_seconds`` apart. check_crawl_options checks them."""
 
     depth: int = 0
     any_host: bool = False
@@ -63,6 +72,14 @@ class CrawlOptions:
     behaviour_seconds: float | str | None = None
     scroll_page_limit: int | str | None = None
     only_changes: bool = False
+    scope: str = CrawlScope.HOST
+    include: str = ""
+    exclude: str = ""
+    robots: bool = False
+    max_pages: int | None = None
+    max_bytes: int | None = None
+    host_concurrency: int | None = None
+    host_delay_seconds: float = 0
 
 
 DEFAULT_OPTIONS = CrawlOptions()
@@ -118,6 +135,14 @@ def crawl_create(
             behaviour_seconds=checked.behaviour_seconds,
             scroll_page_limit=checked.scroll_page_limit,
             only_changes=options.only_changes,
+            scope=options.scope,
+            include=options.include.strip(),
+            exclude=options.exclude.strip(),
+            robots=options.robots,
+            max_pages=options.max_pages,
+            max_bytes=options.max_bytes,
+            host_concurrency=options.host_concurrency,
+            host_delay_seconds=options.host_delay_seconds,
             schedule=schedule,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in checked.tags])
@@ -156,12 +181,47 @@ def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
     if not PRIORITY_RANGE[0] <= options.priority <= PRIORITY_RANGE[1]:
         low, high = PRIORITY_RANGE
         raise InputError(f"priority must be between {low} and {high}, not {options.priority}")
+    _check_politeness(options)
     seconds = _clean_behaviour_seconds(options.behaviour_seconds)
     pages = _clean_scroll_page_limit(options.scroll_page_limit)
     webhook, email = _clean_notify(options.notify_webhook, options.notify_email)
     return CheckedOptions(
         _clean_tags(options.tags), webhook, email, _find_profile(options.profile), seconds, pages
     )
+
+
+def _check_politeness(options: CrawlOptions) -> None:
+    """Raise InputError for a scope that is not a CrawlScope value (or one other than host and
+    any with ``any_host``), an unreadable include or exclude pattern, a page or byte limit
+    below 1, a host concurrency outside 1..HOST_CONCURRENCY (any from 1 when that is 0), or a
+    host delay outside 0..MAX_HOST_DELAY_SECONDS."""
+    if options.scope not in CrawlScope.values:
+        raise InputError(
+            f"scope must be one of {', '.join(CrawlScope.values)}, not {options.scope!r}"
+        )
+    if options.any_host and options.scope not in (CrawlScope.HOST, CrawlScope.ANY):
+        raise InputError(f"any host and scope {options.scope} contradict: give one of them")
+    for name, text in (("include", options.include), ("exclude", options.exclude)):
+        try:
+            parse_patterns(text)
+        except PatternError as error:
+            raise InputError(f"{name}: {error}") from None
+    for name, value in (("max pages", options.max_pages), ("max bytes", options.max_bytes)):
+        if value is not None and value < 1:
+            raise InputError(f"{name} must be at least 1, not {value}")
+    limit = settings.HOST_CONCURRENCY
+    if options.host_concurrency is not None and not (
+        1 <= options.host_concurrency <= (limit or PRIORITY_RANGE[1])
+    ):
+        most = f"HOST_CONCURRENCY, {limit}" if limit else PRIORITY_RANGE[1]
+        raise InputError(
+            f"host concurrency must be between 1 and {most}, not {options.host_concurrency}"
+        )
+    if not 0 <= options.host_delay_seconds <= MAX_HOST_DELAY_SECONDS:
+        raise InputError(
+            f"host delay must be between 0 and {MAX_HOST_DELAY_SECONDS} seconds, "
+            f"not {options.host_delay_seconds:g}"
+        )
 
 
 def _clean_behaviour_seconds(value: float | str | None) -> float | None:
@@ -315,12 +375,17 @@ def _announce_notification(crawl: Crawl) -> None:
 
 
 def crawl_start(*, crawl: Crawl) -> None:
-    """Start ``crawl`` and create a root Snapshot per seed (each URL once per crawl)."""
+    """Start ``crawl`` and create a root Snapshot per seed (each URL once per crawl), but for
+    seeds its robots.txt rules or page limit leave out (recorded with their reason,
+    core/services/scope.py)."""
+    screened = crawl_screen(crawl=crawl, urls=crawl.seed_list(), found_on=None)
     now = timezone.now()
     with transaction.atomic():
         crawl.start()
         crawl.retry_at = next_poll(now)
         crawl.save()
+        known = set(crawl.snapshots.filter(depth=0).values_list("url", flat=True))
+        seeds = crawl_admit(crawl=crawl, screened=screened, known=known)
         details = crawl.seed_details
         Snapshot.objects.bulk_create(
             [
@@ -332,7 +397,7 @@ def crawl_start(*, crawl: Crawl) -> None:
                     priority=crawl.priority,
                     retry_at=now,
                 )
-                for url in crawl.seed_list()
+                for url in seeds
             ],
             ignore_conflicts=True,
         )
@@ -366,7 +431,10 @@ def crawl_report(*, crawl: Crawl) -> dict:
     """Return the crawl's report: snapshots and results per state, the bytes its results wrote
     (``bytes``), and every failure's reason (a snapshot that failed finalizing has
     ``"extractor": None``), at most 200 failures; for a crawl that keeps only changes, how many
-    pages were found unchanged (``unchanged``: core/services/unchanged.py)."""
+    pages were found unchanged (``unchanged``: core/services/unchanged.py); when it stopped
+    growing at a limit, why (``stopped``); when it left URLs out (scope, patterns, robots.txt,
+    limits: core/services/scope.py), how many per reason (``skipped``) and the first 200 with
+    their reason (``skipped_urls``: ``{"url", "reason", "detail"}``)."""
     snapshots = crawl.snapshots.count_by_status()
     results = ArchiveResult.objects.filter(snapshot__crawl=crawl)
     by_state = results.count_by_status()
@@ -392,6 +460,17 @@ def crawl_report(*, crawl: Crawl) -> dict:
         "failures": failures,
         "duration_seconds": round((timezone.now() - started).total_seconds(), 3),
     }
+    if crawl.stop_reason:
+        report["stopped"] = crawl.stop_reason
+    skips = crawl.skips.all()
+    skipped = dict(skips.order_by().values_list("reason").annotate(n=Count("pk")))
+    if skipped:
+        report["skipped"] = skipped
+        rows = skips.order_by("url").values_list("url", "reason", "detail")
+        report["skipped_urls"] = [
+            {"url": url, "reason": reason, "detail": detail}
+            for url, reason, detail in rows[:REPORT_FAILURE_LIMIT]
+        ]
     if crawl.only_changes:
         report["unchanged"] = crawl.snapshots.filter(unchanged_since__isnull=False).count()
     return report

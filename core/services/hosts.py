@@ -9,7 +9,7 @@ Every change to a Host row is a transition made under the row's lock: on Postgre
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -24,43 +24,63 @@ from orchestrator.retries import backoff_delay
 
 logger = logging.getLogger(__name__)
 
+TOO_MANY_REQUESTS = "HTTP 429"
+
 
 def host_start_refused(*, result: ArchiveResult, keeps_slot: bool = False) -> bool:
-    """Tell whether ``result`` may not start now on its snapshot's host: the host is paused,
-    or on trial (after a pause) with a result running, or has HOST_CONCURRENCY results running
-    (0: no limit). Running means started and under a live lease; ``result`` itself is not
-    counted, nor any result whose extractor ``reads_saved`` (wget's WARC, the DOM: it asks the
-    host nothing), and such a result is refused only by a pause. With ``keeps_slot`` (a
-    companion run right after its claim's first result, in the same actor:
-    core/services/results.py) only a pause refuses it too: it takes the place the
-    first one held, and refusing it would load the page again in another actor. Another actor
-    that started in the moment between the two can then make the host's count one more than
-    the limit, until one of them ends.
+    """Tell whether ``result`` may not start now on its snapshot's host (``host_start_wait``
+    says until when)."""
+    return host_start_wait(result=result, keeps_slot=keeps_slot) is not None
+
+
+def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datetime | None:
+    """Return None when ``result`` may start now on its snapshot's host, else when to try
+    again: now when the host is paused, or on trial (after a pause) with a result running, or
+    has as many results running as the crawl allows (its ``host_concurrency``, else
+    HOST_CONCURRENCY; 0: no limit); the moment its crawl's ``host_delay_seconds`` after the
+    host's last start has passed, when that is later.
+
+    Running means started and under a live lease; ``result`` itself is not counted, nor any
+    result whose extractor ``reads_saved`` (wget's WARC, the DOM: it asks the host nothing),
+    and such a result is refused only by a pause. With ``keeps_slot`` (a companion run right
+    after its claim's first result, in the same actor: core/services/results.py) only a pause
+    refuses it too: it takes the place the first one held, and refusing it would load the page
+    again in another actor. Another actor that started in the moment between the two can then
+    make the host's count one more than the limit, until one of them ends.
 
     Call it in the transaction that starts ``result``: it locks the host's row (creating it on
     first use), so that of two results of one host that start at once, the second sees the
-    first one started. This makes the limit exact; the claim's filter
-    (``ArchiveResultQuerySet.held_back_hosts``) only spares actors claiming what they could not
-    start.
+    first one started; a result allowed to start is noted as the host's last start. This makes
+    the limit exact; the claim's filter (``ArchiveResultQuerySet.held_back_hosts``) only spares
+    actors claiming what they could not start.
     """
     host, _created = Host.objects.select_for_update().get_or_create(name=result.snapshot.host)
     now = timezone.now()
+    crawl = result.snapshot.crawl
     if host.status == HostStatus.PAUSED:
         if host.paused_until > now:
-            return True
+            return now
         limit = 1
     else:
-        limit = settings.HOST_CONCURRENCY
-    if not limit or keeps_slot or result.extractor in READS_SAVED:
-        return False
-    running = (
-        ArchiveResult.objects.filter(
-            snapshot__host=host.name, status=ResultStatus.STARTED, retry_at__gt=now
+        limit = crawl.host_concurrency or settings.HOST_CONCURRENCY
+    if keeps_slot or result.extractor in READS_SAVED:
+        return None
+    if crawl.host_delay_seconds and host.last_started_at is not None:
+        free_at = host.last_started_at + timedelta(seconds=crawl.host_delay_seconds)
+        if free_at > now:
+            return free_at
+    if limit:
+        running = (
+            ArchiveResult.objects.filter(
+                snapshot__host=host.name, status=ResultStatus.STARTED, retry_at__gt=now
+            )
+            .exclude(pk=result.pk)
+            .exclude(extractor__in=READS_SAVED)
         )
-        .exclude(pk=result.pk)
-        .exclude(extractor__in=READS_SAVED)
-    )
-    return running.count() >= limit
+        if running.count() >= limit:
+            return now
+    Host.objects.filter(pk=host.pk).update(last_started_at=now)
+    return None
 
 
 def host_note_outcome(*, host: str, extractor: str, output: ExtractorOutput) -> Host | None:
@@ -69,12 +89,16 @@ def host_note_outcome(*, host: str, extractor: str, output: ExtractorOutput) -> 
     A run that could not reach the page (``output.unreachable``) counts one failure;
     HOST_PAUSE_AFTER_FAILURES of them in a row pause the host for ``backoff_delay(n)``
     seconds, where n counts the failures from the one that reached the limit (1, 2, ...), and
-    each further one pauses it again, for longer. A success resumes a paused host and clears
+    each further one pauses it again, for longer. A 429 Too Many Requests with Retry-After
+    (RFC 6585 §4) pauses the whole host for that many seconds (``Host.slow_down``, at most
+    BACKOFF_CAP), not only the result's URL. A success resumes a paused host and clears
     the count. Any other outcome (the server answered with an error, the extractor did not
     apply) leaves the breaker as it is. Return the host's row when it changed, else None.
     """
     if output.unreachable:
         return _host_count_failure(host, f"{extractor}: {output.error}")
+    if output.outcome is Outcome.TEMPORARY and output.retry_after and _too_many(output.error):
+        return _host_slow_down(host, f"{extractor}: {output.error}", output.retry_after)
     if output.outcome is Outcome.SUCCEEDED:
         return _host_count_success(host)
     return None
@@ -92,6 +116,21 @@ def _host_count_failure(name: str, error: str) -> Host:
         host.save()
     if host.status == HostStatus.PAUSED:
         logger.warning("%s", host.describe())
+    return host
+
+
+def _too_many(error: str) -> bool:
+    """True for the error of a 429 answer, as the extractors word it ("HTTP 429 from ...",
+    core/extractors/fetch.py and rendering.py)."""
+    return error.startswith(TOO_MANY_REQUESTS) or f": {TOO_MANY_REQUESTS}" in error
+
+
+def _host_slow_down(name: str, error: str, delay: float) -> Host:
+    with transaction.atomic():
+        host, _created = Host.objects.select_for_update().get_or_create(name=name)
+        host.slow_down(error=error, delay=min(delay, settings.BACKOFF_CAP))
+        host.save()
+    logger.warning("%s (Retry-After %g s)", host.describe(), delay)
     return host
 
 

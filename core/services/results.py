@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -27,8 +28,12 @@ from core.extractors.registry import get_extractor
 from core.extractors.scrubbing import scrub_folder
 from core.folder.manifest import TEMP_PREFIX
 from core.models import ArchiveResult, Snapshot
-from core.services.hosts import host_note_outcome, host_start_refused
-from core.services.snapshots import snapshot_queue_outlinks, snapshot_wake
+from core.services.hosts import host_note_outcome, host_start_wait
+from core.services.snapshots import (
+    snapshot_queue_outlinks,
+    snapshot_screen_outlinks,
+    snapshot_wake,
+)
 from crawls.choices import StepBehaviour
 from orchestrator.claims import hand_back
 from orchestrator.retries import (
@@ -95,8 +100,9 @@ def _result_attempt(result: ArchiveResult, keeps_host_slot: bool = False) -> Non
     snapshot = result.snapshot
     try:
         with transaction.atomic():
-            if host_start_refused(result=result, keeps_slot=keeps_host_slot):
-                _hand_back_for_host(result)
+            wait_until = host_start_wait(result=result, keeps_slot=keeps_host_slot)
+            if wait_until is not None:
+                _hand_back_for_host(result, wait_until)
                 return
             result.start()
             result.save()
@@ -127,15 +133,17 @@ def _result_attempt(result: ArchiveResult, keeps_host_slot: bool = False) -> Non
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _hand_back_for_host(result: ArchiveResult) -> None:
+def _hand_back_for_host(result: ArchiveResult, wait_until: datetime) -> None:
     """Give back the claim of ``result``, which its host does not take now (paused, or as many
-    running as it may): due again at once, for whichever actor finds its host free. No idle
+    running as it may): due again at ``wait_until`` (at once, but when its crawl's delay
+    between two starts on the host runs later), for whichever actor finds its host free. No idle
     actor is woken for it: one would only find the host as busy (on a single-host crawl every
     refusal used to wake them all into claiming it again, some 90 claims in 200)."""
-    given_at = hand_back(result, lease_end=result.retry_at, wake_idle=False)
+    given_at = hand_back(result, lease_end=result.retry_at, wake_idle=False, due_at=wait_until)
     if given_at is not None:
         # What the actor dates its release by (actor._handed_back_at): the moment it was given.
-        result.retry_at = result.modified_at = given_at
+        result.retry_at = given_at
+        result.modified_at = min(given_at, timezone.now())  # not claimable before given_at
     logger.info(
         "%s of %s handed back: host %s is paused or busy",
         result.extractor,
@@ -184,11 +192,16 @@ def _result_transition(result: ArchiveResult, output: ExtractorOutput, work_dir:
     snapshot = result.snapshot
     if output.outcome is Outcome.SUCCEEDED:
         files, size = _move_into_place(work_dir, snapshot.output_dir / result.extractor)
+        links = output.facts.get("outlinks")
+        # robots.txt may be fetched: before the transaction, not while it holds the database.
+        screened = (
+            None if links is None else snapshot_screen_outlinks(snapshot=snapshot, urls=links)
+        )
         with transaction.atomic():
             result.succeed(output=output, files=files, size=size)
             result.save()
-            if "outlinks" in output.facts:
-                snapshot_queue_outlinks(snapshot=snapshot, urls=output.facts["outlinks"])
+            if screened is not None:
+                snapshot_queue_outlinks(snapshot=snapshot, urls=links, screened=screened)
         return
     _keep_logs(work_dir, snapshot.output_dir / "logs", f"{result.extractor}.{result.attempts}")
     with transaction.atomic():

@@ -7,7 +7,6 @@ decides which transition, runs extractors and moves their outputs into place.
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -19,9 +18,10 @@ from core.folder.wacz import warm_up_packaging
 from core.models import ArchiveResult, Snapshot
 from core.services.crawls import crawl_hold, snapshots_tag_like_crawl
 from core.services.finalizing import snapshot_finalize, wake_crawl_if_done
+from core.services.scope import Screened, crawl_admit, crawl_over_bytes, crawl_screen
 from core.services.unchanged import snapshot_find_unchanged
+from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from crawls.seeds import InvalidURL, normalize_url
 from orchestrator.retries import next_poll
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,9 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
     except ValidationError as error:
         _hold_for_profile(snapshot.crawl_id, "; ".join(error.messages))
         return
+    if crawl_over_bytes(crawl=snapshot.crawl):
+        _leave_out(snapshot, f"max-bytes {snapshot.crawl.max_bytes} reached")
+        return
     since = snapshot_find_unchanged(snapshot=snapshot)
     if since is not None:
         with transaction.atomic():
@@ -70,6 +73,19 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
     if settings.PACKAGE_WACZ:
         # This actor most likely finalizes the snapshot too, once its results are final.
         warm_up_packaging()
+
+
+def _leave_out(snapshot: Snapshot, reason: str) -> None:
+    """Leave ``snapshot`` out of its crawl, which reached a limit before it started."""
+    with transaction.atomic():
+        crawl = Crawl.objects.select_for_update().get(pk=snapshot.crawl_id)
+        snapshot.leave_out(reason=reason)
+        snapshot.save()
+        if not crawl.stop_reason and crawl.status == CrawlStatus.STARTED:
+            crawl.stop_growing(reason=reason)
+            crawl.save()
+    logger.info("snapshot %s (%s) left out: %s", snapshot.pk, snapshot.url, reason)
+    wake_crawl_if_done(snapshot)
 
 
 def _hold_for_profile(crawl_id: int, problem: str) -> None:
@@ -111,49 +127,53 @@ def snapshot_wake(*, snapshot_id) -> bool:
     return bool(Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.STARTED).wake())
 
 
-def snapshot_queue_outlinks(*, snapshot: Snapshot, urls: list[str]) -> int:
-    """Queue child snapshots for the links of ``snapshot`` while the crawl has depth left.
-
-    Links are normalized; invalid ones and, unless the crawl allows any host, links to other
-    hosts are left out. Each URL is archived once per crawl (the unique constraint decides).
-    Return how many new snapshots were queued.
-    """
+def snapshot_screen_outlinks(*, snapshot: Snapshot, urls: list[str]) -> Screened | None:
+    """Screen the links of ``snapshot`` by its crawl's rules (core/services/scope.py: may fetch
+    robots.txt, so call it outside a transaction); None when the crawl has no depth left
+    below this snapshot (its links are not met at all)."""
     crawl = snapshot.crawl
     if snapshot.depth >= crawl.depth:
+        return None
+    return crawl_screen(crawl=crawl, urls=urls, found_on=snapshot.url)
+
+
+def snapshot_queue_outlinks(
+    *, snapshot: Snapshot, urls: list[str], screened: Screened | None = None
+) -> int:
+    """Queue child snapshots for the links of ``snapshot`` while the crawl has depth left.
+
+    Links are normalized (invalid ones left out) and screened by the crawl's scope, patterns
+    and robots.txt (``screened``, from ``snapshot_screen_outlinks``; screened here when not
+    given), then admitted within its page and byte limits (core/services/scope.py); those left
+    out are recorded with their reason. Each URL is archived once per crawl (the unique
+    constraint decides). Return how many new snapshots were queued.
+    """
+    if snapshot.depth >= snapshot.crawl.depth:
         return 0
-    wanted = _followable(urls, base_host=urlsplit(snapshot.url).netloc, any_host=crawl.any_host)
-    if not wanted:
-        return 0
-    existing = set(crawl.snapshots.filter(url__in=wanted).values_list("url", flat=True))
-    children = [
-        Snapshot(
-            crawl=crawl,
-            url=url,
-            depth=snapshot.depth + 1,
-            parent=snapshot,
-            priority=snapshot.priority,
-        )
-        for url in wanted
-        if url not in existing
-    ]
+    if screened is None:
+        screened = snapshot_screen_outlinks(snapshot=snapshot, urls=urls)
     with transaction.atomic():
+        crawl = Crawl.objects.select_for_update().get(pk=snapshot.crawl_id)
+        known = crawl.snapshots.filter(url__in=screened.wanted).values_list("url", flat=True)
+        existing = set(known)
+        wanted = crawl_admit(crawl=crawl, screened=screened, known=existing)
+        if not wanted:
+            return 0
+        children = [
+            Snapshot(
+                crawl=crawl,
+                url=url,
+                depth=snapshot.depth + 1,
+                parent=snapshot,
+                priority=snapshot.priority,
+            )
+            for url in wanted
+        ]
         Snapshot.objects.bulk_create(children, ignore_conflicts=True)
-        created = crawl.snapshots.filter(parent=snapshot, url__in=[c.url for c in children])
+        created = crawl.snapshots.filter(parent=snapshot, url__in=wanted)
         created_ids = list(created.values_list("pk", flat=True))
         snapshots_tag_like_crawl(crawl=crawl, snapshot_ids=created_ids)
     return len(created_ids)
-
-
-def _followable(urls: list[str], *, base_host: str, any_host: bool) -> list[str]:
-    wanted: dict[str, None] = {}
-    for raw in urls:
-        try:
-            url = normalize_url(raw)
-        except InvalidURL:
-            continue
-        if any_host or urlsplit(url).netloc == base_host:
-            wanted[url] = None
-    return list(wanted)
 
 
 # --- archive results ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from core.services.crawls import (
     MAX_SCROLL_PAGES,
     CrawlOptions,
 )
+from crawls.choices import CrawlScope
 from crawls.inputs import FORMATS
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -75,6 +76,60 @@ def add_crawl_arguments(parser) -> None:
     )
 
 
+def add_politeness_arguments(parser) -> None:
+    """Add a crawl's politeness and scope options (``add`` only; schedules keep none yet)."""
+    parser.add_argument(
+        "--scope",
+        choices=CrawlScope.values,
+        default=CrawlScope.HOST,
+        help="With --depth, which links to follow: page (none), prefix (under a seed's "
+        "directory), host (the page's own host, the default), domain (a seed's domain and its "
+        "subdomains), any (like --any-host).",
+    )
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="Also follow links matching: a regular expression, or a SURT prefix written "
+        "surt:org,example)/path (repeatable).",
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="Never follow links matching (as --include; repeatable); wins over everything.",
+    )
+    parser.add_argument(
+        "--robots",
+        action="store_true",
+        help="Obey robots.txt (RFC 9309): disallowed URLs are skipped and listed in the report.",
+    )
+    parser.add_argument(
+        "--max-pages", type=int, metavar="N", help="Archive at most N pages (seeds included)."
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="Stop following links once the crawl's results wrote BYTES bytes.",
+    )
+    parser.add_argument(
+        "--host-concurrency",
+        type=int,
+        metavar="N",
+        help="Results of one host run at once, at most HOST_CONCURRENCY (default: that).",
+    )
+    parser.add_argument(
+        "--host-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="Seconds between the starts of two fetches of one host (default 0).",
+    )
+
+
 def read_crawl_input(urls: list[str], file: Path | None) -> tuple[bytes, str]:
     """Return the raw input and its name; exactly one source may be given.
 
@@ -121,5 +176,13 @@ def crawl_keywords(options: dict, source_name: str, depth: int) -> dict:
             behaviour_seconds=options["behaviour_seconds"],
             scroll_page_limit=options["scroll_pages"],
             only_changes=options["only_changes"],
+            scope=options.get("scope", CrawlScope.HOST),
+            include="\n".join(options.get("include", [])),
+            exclude="\n".join(options.get("exclude", [])),
+            robots=options.get("robots", False),
+            max_pages=options.get("max_pages"),
+            max_bytes=options.get("max_bytes"),
+            host_concurrency=options.get("host_concurrency"),
+            host_delay_seconds=options.get("host_delay", 0.0),
         ),
     }

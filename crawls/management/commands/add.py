@@ -18,7 +18,12 @@ from core.services.crawls import crawl_create
 from crawls.choices import CrawlStatus
 from crawls.estimate import ESTIMATING, crawl_estimate
 from crawls.estimate import describe as describe_estimate
-from crawls.management.crawl_input import add_crawl_arguments, crawl_keywords, read_crawl_input
+from crawls.management.crawl_input import (
+    add_crawl_arguments,
+    add_politeness_arguments,
+    crawl_keywords,
+    read_crawl_input,
+)
 from crawls.seeds import InputError
 from orchestrator.display import CrawlProgress
 from orchestrator.logs import log_to_file
@@ -26,6 +31,7 @@ from orchestrator.models import queue_held
 from orchestrator.orchestrator import Orchestrator
 
 INTERRUPTED_EXIT = 130  # the shell's convention for a command ended by SIGINT
+SKIPS_SHOWN = 3  # skipped URLs shown per reason
 FORMAT_NAMES = {"feed": "a feed", "bookmarks": "bookmarks", "json": "JSON"}
 
 
@@ -38,6 +44,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         add_crawl_arguments(parser)
+        add_politeness_arguments(parser)
         parser.add_argument(
             "--estimate",
             action="store_true",
@@ -152,6 +159,19 @@ class Command(BaseCommand):
         if "unchanged" in report:
             self.stdout.write(f"  unchanged: {report['unchanged']} (kept as revisits of their "
                               "last capture, not archived again)")  # fmt: skip
+        if "stopped" in report:
+            self.stdout.write(f"  stopped:   {report['stopped']}")
+        if "skipped" in report:
+            counts = ", ".join(f"{n} {reason}" for reason, n in sorted(report["skipped"].items()))
+            self.stdout.write(f"  skipped:   {counts}")
+            shown: dict[str, int] = {}
+            for skip in report["skipped_urls"]:  # a few of each reason
+                shown[skip["reason"]] = shown.get(skip["reason"], 0) + 1
+                if shown[skip["reason"]] <= SKIPS_SHOWN:
+                    self.stdout.write(f"  skipped {skip['url']}: {skip['detail']}")
+            self.stdout.write(
+                f"  (all of them: the report of crawl {crawl.pk}, in the admin or the API)"
+            )
         copies = StorageCopy.objects.filter(snapshot__crawl=crawl)
         for target in sorted(set(copies.values_list("target", flat=True))):
             states = copies.filter(target=target).count_by_status()

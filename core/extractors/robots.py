@@ -1,0 +1,67 @@
+"""robots.txt for crawls that obey it (``add --robots``): fetch a host's rules and tell
+whether a URL may be fetched (RFC 9309, read by Protego).
+
+The file is fetched with curl like every page (``core.extractors.fetch``: the address policy,
+USER_AGENT, redirects followed). RFC 9309 §2.3.1 decides what its absence means: a 4xx answer
+("unavailable") allows everything; a 5xx answer or a server that cannot be reached
+("unreachable") disallows everything for now. Keeping the rules is the caller's
+(core/services/scope.py keeps them on the Host row, so that every actor asks the server once).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from protego import Protego
+
+from core.extractors.errors import Outcome
+from core.extractors.fetch import fetch
+
+ROBOTS_TIMEOUT_SECONDS = 15
+ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309 §2.5: parse at least 500 KiB
+
+
+@dataclass
+class RobotsRules:
+    """A host's rules: the text of its robots.txt ("" when it has none to obey) and, when the
+    file could not be read, ``unreachable`` saying why (then everything is disallowed)."""
+
+    text: str = ""
+    unreachable: str = ""
+    _parser: Protego | None = field(default=None, repr=False, compare=False)
+
+    def refusal(self, url: str) -> str | None:
+        """Why ``url`` may not be fetched, in words, or None when it may."""
+        if self.unreachable:
+            return f"robots.txt unreachable ({self.unreachable}): all disallowed"
+        if not self.text.strip():
+            return None
+        if self._parser is None:
+            self._parser = Protego.parse(self.text)
+        if self._parser.can_fetch(url, settings.USER_AGENT):
+            return None
+        return "disallowed by robots.txt"
+
+
+def fetch_robots(origin: str) -> RobotsRules:
+    """GET ``origin``/robots.txt (``origin``: ``scheme://host[:port]``) within
+    ROBOTS_TIMEOUT_SECONDS and return its rules (the first ROBOTS_MAX_BYTES of it). Raises
+    LookupError if curl is not installed."""
+    with tempfile.TemporaryDirectory(prefix="vellum-robots-") as folder:
+        body = Path(folder) / "robots.txt"
+        result = fetch(
+            f"{origin}/robots.txt",
+            body_path=body,
+            headers_path=None,
+            log_path=Path(folder) / "curl.log",
+            timeout=ROBOTS_TIMEOUT_SECONDS,
+        )
+        status = result.http_status
+        if result.outcome is Outcome.SUCCEEDED:
+            return RobotsRules(body.read_bytes()[:ROBOTS_MAX_BYTES].decode("utf-8", "replace"))
+        if status is not None and 400 <= status < 500:
+            return RobotsRules()  # unavailable: no rules
+        return RobotsRules(unreachable=result.error or "no answer")

@@ -1,0 +1,357 @@
+"""Politeness and scope of a crawl (issue 21, item 2): robots.txt, scope and patterns, page and
+byte limits, the per-crawl host limit and delay, and a 429 that slows a whole host.
+
+The crawls run through the whole pipeline in this process (core/tests/pipeline.py) against a
+site on 127.0.0.1 (core/tests/polite_site.py); the end-to-end test at the bottom runs
+``manage.py add --wait`` with real actors, where the site counts the requests it serves at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+from django_fsm import TransitionNotAllowed
+from model_bakery import baker
+
+from core.choices import HostStatus, ResultStatus, SnapshotStatus
+from core.extractors.base import ExtractorOutput
+from core.extractors.errors import Outcome
+from core.models import ArchiveResult, Host, Snapshot
+from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
+from core.services.hosts import host_note_outcome, host_start_wait
+from core.services.snapshots import snapshot_start
+from core.tests.pipeline import archive_crawl
+from core.tests.polite_site import PAGES, PRIVATE, PoliteSite
+from crawls.choices import CrawlScope, CrawlStatus, SkipReason
+from crawls.models import Crawl
+from crawls.seeds import InputError
+from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEASE = timedelta(seconds=600)
+PAGE_NUMBERS = itertools.count()
+
+
+@pytest.fixture
+def site() -> Iterator[PoliteSite]:
+    server = PoliteSite().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def lean(settings) -> None:
+    """The extractors that fetch a page and find its links, nothing more (a quick crawl)."""
+    settings.EXTRACTORS = ["wget", "outlinks"]
+
+
+def crawl_of(site: PoliteSite, **options) -> Crawl:
+    return crawl_create(
+        data=site.url("/index.html").encode(),
+        source_name="urls.txt",
+        options=CrawlOptions(depth=1, **options),
+    )
+
+
+def skipped(crawl: Crawl, reason: str) -> list[str]:
+    return sorted(crawl.skips.filter(reason=reason).values_list("url", flat=True))
+
+
+# --- robots.txt, scope, patterns ----------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_a_crawl_that_obeys_robots_skips_the_disallowed_pages_and_lists_them(
+    site: PoliteSite,
+) -> None:
+    crawl = archive_crawl(crawl_of(site, robots=True, include="/other/"))
+
+    urls = set(crawl.snapshots.values_list("url", flat=True))
+    assert site.url("/p/1.html") in urls
+    assert site.url("/other/x.html") in urls  # host scope, and included anyway
+    assert not urls & {site.url(path) for path in PRIVATE}
+    assert site.asked("/private/a.html") == site.asked("/private/b.html") == 0
+    assert site.asked("/robots.txt") == 1  # kept on the Host row, not asked again per page
+    assert skipped(crawl, SkipReason.ROBOTS) == sorted(site.url(path) for path in PRIVATE)
+    assert crawl.report["skipped"] == {"robots": 2, "scope": 1}
+    listed = {entry["url"]: entry for entry in crawl.report["skipped_urls"]}
+    assert listed[site.url("/private/a.html")]["detail"] == "disallowed by robots.txt"
+    assert listed["http://example.invalid/away"]["reason"] == "scope"
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_without_robots_the_disallowed_pages_are_archived(site: PoliteSite) -> None:
+    crawl = archive_crawl(crawl_of(site, exclude=r"/p/\d+\.html$"))
+
+    urls = set(crawl.snapshots.values_list("url", flat=True))
+    assert {site.url(path) for path in PRIVATE} <= urls
+    assert site.asked("/robots.txt") == 0
+    assert len(skipped(crawl, SkipReason.EXCLUDED)) == PAGES
+    assert "stopped" not in crawl.report
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_an_unreachable_robots_txt_disallows_everything(site: PoliteSite) -> None:
+    crawl = crawl_create(
+        data=b"http://127.0.0.1:9/index.html",  # nothing listens on port 9 (discard)
+        source_name="urls.txt",
+        options=CrawlOptions(robots=True),
+    )
+    crawl = archive_crawl(crawl)
+
+    assert not crawl.snapshots.exists()
+    (skip,) = crawl.skips.all()
+    assert skip.reason == SkipReason.ROBOTS
+    assert skip.detail.startswith("robots.txt unreachable")
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_a_missing_robots_txt_allows_everything(site: PoliteSite) -> None:
+    site.files.pop("/robots.txt")
+    crawl = archive_crawl(crawl_of(site, robots=True, scope=CrawlScope.PAGE))
+
+    assert list(crawl.snapshots.values_list("url", flat=True)) == [site.url("/index.html")]
+    assert crawl.report["skipped"] == {"scope": PAGES + len(PRIVATE) + 2}
+
+
+# --- limits -------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_max_pages_seals_after_that_many_with_the_reason(site: PoliteSite) -> None:
+    crawl = archive_crawl(crawl_of(site, max_pages=20))
+
+    assert crawl.status == CrawlStatus.SEALED
+    assert crawl.snapshots.count() == 20
+    assert crawl.report["snapshots"] == {"sealed": 20}
+    assert crawl.report["stopped"] == crawl.stop_reason == "max-pages 20 reached"
+    assert len(skipped(crawl, SkipReason.MAX_PAGES)) == PAGES + len(PRIVATE) + 1 - 19
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_max_bytes_stops_following_links_once_reached(site: PoliteSite) -> None:
+    crawl = archive_crawl(crawl_of(site, max_bytes=1))
+
+    assert crawl.status == CrawlStatus.SEALED
+    assert crawl.report["stopped"] == crawl.stop_reason == "max-bytes 1 reached"
+    assert list(crawl.snapshots.values_list("url", flat=True)) == [site.url("/index.html")]
+    assert len(skipped(crawl, SkipReason.MAX_BYTES)) == PAGES + len(PRIVATE) + 1
+
+
+def test_max_pages_counts_the_seeds_too(data_dir, settings) -> None:
+    settings.EXTRACTORS = ["title"]
+    crawl = crawl_create(
+        data=b"http://a.example/\nhttp://b.example/\nhttp://c.example/",
+        source_name="urls.txt",
+        options=CrawlOptions(max_pages=2),
+    )
+    crawl_start(crawl=crawl)
+
+    assert crawl.snapshots.count() == 2
+    assert skipped(crawl, SkipReason.MAX_PAGES) == ["http://c.example/"]
+    assert Crawl.objects.get(pk=crawl.pk).stop_reason == "max-pages 2 reached"
+
+
+# --- options --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"scope": "galaxy"}, "scope must be one of page, prefix, host, domain, any"),
+        ({"scope": "domain", "any_host": True}, "any host and scope domain contradict"),
+        ({"include": "(unclosed"}, "include: pattern '(unclosed' is not a regular expression"),
+        ({"exclude": "surt:"}, "exclude: pattern 'surt:': an empty SURT prefix"),
+        ({"max_pages": 0}, "max pages must be at least 1, not 0"),
+        ({"max_bytes": -5}, "max bytes must be at least 1, not -5"),
+        ({"host_concurrency": 3}, "host concurrency must be between 1 and HOST_CONCURRENCY, 2"),
+        ({"host_concurrency": 0}, "host concurrency must be between 1 and"),
+        ({"host_delay_seconds": -1.0}, "host delay must be between 0 and 3600 seconds, not -1"),
+        ({"host_delay_seconds": float("nan")}, "host delay must be between 0 and 3600"),
+    ],
+)
+def test_bad_politeness_options_are_named(settings, options: dict, message: str) -> None:
+    settings.HOST_CONCURRENCY = 2
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        check_crawl_options(CrawlOptions(**options))
+
+
+def test_good_politeness_options_are_kept(data_dir, settings) -> None:
+    settings.HOST_CONCURRENCY = 2
+    crawl = crawl_create(
+        data=b"http://a.example/",
+        source_name="urls.txt",
+        options=CrawlOptions(
+            scope=CrawlScope.PREFIX, include="a\nb\n", exclude="surt:org,x)/", robots=True,
+            max_pages=5, max_bytes=10**9, host_concurrency=1, host_delay_seconds=1.5,
+        ),
+    )  # fmt: skip
+
+    crawl.refresh_from_db()
+    assert (crawl.scope, crawl.include, crawl.exclude) == ("prefix", "a\nb", "surt:org,x)/")
+    assert (crawl.robots, crawl.max_pages, crawl.max_bytes) == (True, 5, 10**9)
+    assert (crawl.host_concurrency, crawl.host_delay_seconds) == (1, 1.5)
+
+
+# --- transitions ----------------------------------------------------------------------------------
+
+
+def test_stop_growing_keeps_a_started_crawl_started_with_its_reason() -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED)
+    crawl.stop_growing(reason="max-pages 3 reached")
+    crawl.save()
+
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.STARTED, "max-pages 3 reached")
+
+
+@pytest.mark.parametrize("status", [CrawlStatus.QUEUED, CrawlStatus.SEALED, CrawlStatus.HELD])
+def test_only_a_started_crawl_stops_growing(status: str) -> None:
+    crawl = baker.make(Crawl, status=status)
+    with pytest.raises(TransitionNotAllowed):
+        crawl.stop_growing(reason="x")
+
+
+def test_leave_out_fails_a_queued_snapshot_with_the_reason(data_dir) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, max_bytes=1)
+    snapshot = baker.make(Snapshot, crawl=crawl, url="http://a.example/", retry_at=timezone.now())
+    baker.make(ArchiveResult, snapshot=snapshot, output_size=5, status=ResultStatus.SUCCEEDED)
+
+    snapshot_start(snapshot=snapshot)  # its crawl wrote more than it may: it never starts
+
+    snapshot.refresh_from_db()
+    assert snapshot.status == SnapshotStatus.FAILED
+    assert snapshot.error == "left out: max-bytes 1 reached"
+    assert snapshot.retry_at is None
+    assert Crawl.objects.get(pk=crawl.pk).stop_reason == "max-bytes 1 reached"
+
+
+@pytest.mark.parametrize("status", [SnapshotStatus.STARTED, SnapshotStatus.SEALED])
+def test_only_a_queued_snapshot_is_left_out(status: str) -> None:
+    snapshot = baker.make(Snapshot, status=status, url="http://a.example/")
+    with pytest.raises(TransitionNotAllowed):
+        snapshot.leave_out(reason="x")
+
+
+def test_slow_down_pauses_a_host_without_counting_a_failure() -> None:
+    host = Host.objects.create(name="a.example")
+    host.slow_down(error="HTTP 429", delay=60)
+    host.save()
+
+    host = Host.objects.get(pk=host.pk)
+    assert host.status == HostStatus.PAUSED
+    assert host.failures == 0
+    assert 50 < (host.paused_until - timezone.now()).total_seconds() <= 60
+
+
+def test_slow_down_keeps_a_longer_pause() -> None:
+    host = Host.objects.create(name="a.example")
+    host.pause(error="timed out", delay=600)
+    until = host.paused_until
+    host.slow_down(error="HTTP 429", delay=5)
+    assert host.paused_until == until
+
+
+# --- the host limit and delay of a crawl, and 429 -----------------------------------------------
+
+
+def result_of(crawl: Crawl, host: str, status: str = ResultStatus.QUEUED) -> ArchiveResult:
+    snapshot = baker.make(
+        Snapshot,
+        crawl=crawl,
+        url=f"http://{host}/{next(PAGE_NUMBERS)}",
+        status=SnapshotStatus.STARTED,
+    )
+    retry_at = timezone.now() + (LEASE if status == ResultStatus.STARTED else -LEASE)
+    return baker.make(
+        ArchiveResult, snapshot=snapshot, status=status, extractor="headers", retry_at=retry_at
+    )
+
+
+def wait_for_start(result: ArchiveResult):
+    with transaction.atomic():
+        return host_start_wait(result=result)
+
+
+def test_a_crawl_may_lower_the_host_limit(settings) -> None:
+    settings.HOST_CONCURRENCY = 2
+    strict = baker.make(Crawl, status=CrawlStatus.STARTED, host_concurrency=1)
+    usual = baker.make(Crawl, status=CrawlStatus.STARTED)
+    result_of(usual, "a.example", ResultStatus.STARTED)
+
+    assert wait_for_start(result_of(strict, "a.example")) is not None
+    assert wait_for_start(result_of(usual, "a.example")) is None
+
+
+def test_a_host_delay_hands_back_until_the_delay_has_passed() -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, host_delay_seconds=30)
+    first, second = result_of(crawl, "a.example"), result_of(crawl, "a.example")
+
+    assert wait_for_start(first) is None  # the host's first start
+    until = wait_for_start(second)
+
+    assert until is not None
+    assert 25 < (until - timezone.now()).total_seconds() <= 30
+    assert wait_for_start(result_of(crawl, "b.example")) is None  # another host
+
+
+def test_a_429_with_retry_after_pauses_the_whole_host(settings) -> None:
+    settings.BACKOFF_CAP = 1000
+    output = ExtractorOutput(
+        outcome=Outcome.TEMPORARY, error="HTTP 429 from http://a.example/x", retry_after=120
+    )
+    host_note_outcome(host="a.example", extractor="headers", output=output)
+
+    host = Host.objects.get(name="a.example")
+    assert host.status == HostStatus.PAUSED
+    assert 110 < (host.paused_until - timezone.now()).total_seconds() <= 120
+    other = result_of(baker.make(Crawl, status=CrawlStatus.STARTED), "a.example")
+    assert wait_for_start(other) is not None  # another URL of the host waits too
+
+
+def test_a_503_with_retry_after_backs_off_only_its_result() -> None:
+    output = ExtractorOutput(outcome=Outcome.TEMPORARY, error="HTTP 503 from x", retry_after=9)
+    assert host_note_outcome(host="a.example", extractor="headers", output=output) is None
+    assert not Host.objects.filter(name="a.example", status=HostStatus.PAUSED).exists()
+
+
+# --- end to end: manage.py add with real actors ---------------------------------------------------
+
+
+LIMIT = "2"
+
+
+@pytest.mark.slow
+def test_add_with_robots_and_max_pages_never_runs_more_than_two_at_once(
+    tmp_path: Path, site: PoliteSite
+) -> None:
+    """The crawl asks for 2 results of a host at once where the server allows 4, and 4 actors
+    run them: the site never sees more than 2 requests at once."""
+    vellum = Vellum(tmp_path / "data", EXTRACTOR_TIMEOUT="10", HOST_CONCURRENCY="4")
+    assert vellum.manage("init").returncode == 0
+    index = site.url("/index.html")
+
+    done = vellum.manage(
+        "add", "--depth", "1", "--robots", "--max-pages", "20", "--host-concurrency", LIMIT,
+        "--wait", index,
+        timeout=CRAWL_TIMEOUT, EXTRACTORS="headers,wget,title,outlinks", ACTORS_ARCHIVERESULT="4",
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert "Crawl 1 sealed" in done.stdout
+    assert "stopped:   max-pages 20 reached" in done.stdout
+    assert f"skipped {site.url('/private/a.html')}: disallowed by robots.txt" in done.stdout
+    rows = vellum.list_json()
+    assert len(rows) == 20
+    assert {row["status"] for row in rows} == {"sealed"}
+    assert not [row for row in rows if "/private/" in row["url"]]
+    assert site.asked("/private/a.html") == 0
+    assert 1 <= site.most_at_once <= int(LIMIT)
+    assert len(site.requests) > 20  # several fetches per page: the limit had work to hold back

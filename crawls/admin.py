@@ -49,7 +49,9 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "hold_reason", "seeds", "depth", "any_host", "priority",
-                       "tag_names", "profile", "behaviours", "only_changes", "schedule",
+                       "tag_names", "profile", "behaviours", "only_changes", "scope", "include",
+                       "exclude", "robots", "max_pages", "max_bytes", "host_concurrency",
+                       "host_delay_seconds", "stop_reason", "schedule",
                        "estimate_summary",
                        "source_file",
                        "input_summary", "notify_webhook", "notify_email", "created_by",

@@ -66,7 +66,8 @@ class AddForm(forms.Form):
     scope = forms.ChoiceField(
         choices=CrawlScope.choices,
         initial=CrawlScope.HOST,
-        help_text="With depth, which links are followed.",
+        required=False,
+        help_text="With depth, which links are followed (empty: host).",
     )
     include = forms.CharField(
         required=False,
@@ -121,7 +122,7 @@ class AddForm(forms.Form):
         """The politeness and scope options of CrawlOptions, from the cleaned form."""
         data = self.cleaned_data
         return {
-            "scope": data["scope"],
+            "scope": data["scope"] or CrawlScope.HOST,
             "include": data["include"],
             "exclude": data["exclude"],
             "robots": data["robots"],

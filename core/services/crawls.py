@@ -40,6 +40,8 @@ MAX_BEHAVIOUR_SECONDS = 300
 MAX_SCROLL_PAGES = 1000
 REPORT_FAILURE_LIMIT = 200
 MAX_HOST_DELAY_SECONDS = 3600
+MAX_PAGES_LIMIT = 2**31 - 1  # what the columns hold on every database Django supports
+MAX_BYTES_LIMIT = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -193,8 +195,9 @@ def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
 def _check_politeness(options: CrawlOptions) -> None:
     """Raise InputError for a scope that is not a CrawlScope value (or one other than host and
     any with ``any_host``), an unreadable include or exclude pattern, a page or byte limit
-    below 1, a host concurrency outside 1..HOST_CONCURRENCY (any from 1 when that is 0), or a
-    host delay outside 0..MAX_HOST_DELAY_SECONDS."""
+    below 1 or above what its column holds (MAX_PAGES_LIMIT, MAX_BYTES_LIMIT), a host
+    concurrency outside 1..HOST_CONCURRENCY (any from 1 when that is 0), or a host delay
+    outside 0..MAX_HOST_DELAY_SECONDS."""
     if options.scope not in CrawlScope.values:
         raise InputError(
             f"scope must be one of {', '.join(CrawlScope.values)}, not {options.scope!r}"
@@ -206,9 +209,14 @@ def _check_politeness(options: CrawlOptions) -> None:
             parse_patterns(text)
         except PatternError as error:
             raise InputError(f"{name}: {error}") from None
-    for name, value in (("max pages", options.max_pages), ("max bytes", options.max_bytes)):
+    for name, value, most in (
+        ("max pages", options.max_pages, MAX_PAGES_LIMIT),
+        ("max bytes", options.max_bytes, MAX_BYTES_LIMIT),
+    ):
         if value is not None and value < 1:
             raise InputError(f"{name} must be at least 1, not {value}")
+        if value is not None and value > most:
+            raise InputError(f"{name} must be at most {most}, not {value}")
     limit = settings.HOST_CONCURRENCY
     if options.host_concurrency is not None and not (
         1 <= options.host_concurrency <= (limit or PRIORITY_RANGE[1])

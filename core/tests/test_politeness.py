@@ -11,10 +11,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import transaction
+from django.test import Client
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 from model_bakery import baker
@@ -26,8 +29,10 @@ from core.models import ArchiveResult, Host, Snapshot
 from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
 from core.services.hosts import host_note_outcome, host_start_wait
 from core.services.snapshots import snapshot_start
+from core.services.tokens import token_create
 from core.tests.pipeline import archive_crawl
 from core.tests.polite_site import PAGES, PRIVATE, PoliteSite
+from core.tests.users import keeper, staff_with
 from crawls.choices import CrawlScope, CrawlStatus, SkipReason
 from crawls.models import Crawl
 from crawls.seeds import InputError
@@ -355,3 +360,66 @@ def test_add_with_robots_and_max_pages_never_runs_more_than_two_at_once(
     assert site.asked("/private/a.html") == 0
     assert 1 <= site.most_at_once <= int(LIMIT)
     assert len(site.requests) > 20  # several fetches per page: the limit had work to hold back
+
+
+# --- the options on the command line, the API and the add page ------------------------------------
+
+
+def test_add_takes_the_options_and_names_a_bad_one(data_dir) -> None:
+    out = StringIO()
+    call_command(
+        "add", "--depth", "1", "--scope", "prefix", "--include", "a", "--include", "b",
+        "--exclude", "/logout", "--robots", "--max-pages", "9", "--max-bytes", "1000",
+        "--host-delay", "2", "http://a.example/docs/", stdout=out,
+    )  # fmt: skip
+
+    crawl = Crawl.objects.get()
+    assert (crawl.scope, crawl.include, crawl.exclude) == ("prefix", "a\nb", "/logout")
+    assert (crawl.robots, crawl.max_pages, crawl.max_bytes) == (True, 9, 1000)
+    assert crawl.host_delay_seconds == 2
+    with pytest.raises(CommandError, match="max pages must be at least 1, not 0"):
+        call_command("add", "--max-pages", "0", "http://a.example/", stdout=StringIO())
+    with pytest.raises(CommandError, match="exclude: pattern '\\[' is not a regular expression"):
+        call_command("add", "--exclude", "[", "http://a.example/", stdout=StringIO())
+    assert Crawl.objects.count() == 1
+
+
+def test_the_api_takes_the_options_and_answers_400_for_a_bad_one(data_dir) -> None:
+    _token, key = token_create(username=keeper("reader", password="pw").username)
+    api = Client(headers={"Authorization": f"Bearer {key}"})
+    body = {"urls": ["http://a.example/"], "scope": "domain", "robots": True, "max_pages": 3,
+            "exclude": ["surt:example,a)/private"]}  # fmt: skip
+
+    made = api.post("/api/v1/crawls", body, content_type="application/json")
+    bad = api.post("/api/v1/crawls", {**body, "scope": "galaxy"}, content_type="application/json")
+
+    assert made.status_code == 201, made.content
+    assert made.json()["scope"] == "domain"
+    assert (made.json()["robots"], made.json()["max_pages"]) == (True, 3)
+    assert Crawl.objects.get().exclude == "surt:example,a)/private"
+    assert bad.status_code == 400
+    assert "scope must be one of page, prefix, host, domain, any" in bad.json()["detail"]
+
+
+def test_the_add_page_carries_the_options(data_dir) -> None:
+    client = Client()
+    client.force_login(staff_with("adder", "crawls.add_crawl", "crawls.view_crawl"))
+    form = {"urls": "https://example.com/", "parser": "auto", "depth": "1", "tags": "",
+            "profile": "", "behaviour_seconds": "", "scroll_page_limit": "", "scope": "prefix",
+            "exclude": "/logout", "robots": "on", "max_pages": "20",
+            "host_concurrency": "1"}  # fmt: skip
+
+    assert 'name="robots"' in client.get("/add/").content.decode()
+    response = client.post("/add/", form)
+
+    assert response.status_code == 302
+    crawl = Crawl.objects.get()
+    assert (crawl.scope, crawl.exclude, crawl.robots) == ("prefix", "/logout", True)
+    assert (crawl.max_pages, crawl.host_concurrency, crawl.host_delay_seconds) == (20, 1, 0)
+
+
+def test_a_limit_too_large_for_its_column_is_named() -> None:
+    with pytest.raises(InputError, match="max pages must be at most 2147483647"):
+        check_crawl_options(CrawlOptions(max_pages=2**31))
+    with pytest.raises(InputError, match="max bytes must be at most 9223372036854775807"):
+        check_crawl_options(CrawlOptions(max_bytes=2**63))

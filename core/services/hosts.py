@@ -25,6 +25,7 @@ from orchestrator.retries import backoff_delay
 logger = logging.getLogger(__name__)
 
 TOO_MANY_REQUESTS = "HTTP 429"
+CRAWL_LIMIT_RECHECK = timedelta(seconds=1)
 
 
 def host_start_refused(*, result: ArchiveResult, keeps_slot: bool = False) -> bool:
@@ -36,9 +37,10 @@ def host_start_refused(*, result: ArchiveResult, keeps_slot: bool = False) -> bo
 def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datetime | None:
     """Return None when ``result`` may start now on its snapshot's host, else when to try
     again: now when the host is paused, or on trial (after a pause) with a result running, or
-    has as many results running as the crawl allows (its ``host_concurrency``, else
-    HOST_CONCURRENCY; 0: no limit); the moment its crawl's ``host_delay_seconds`` after the
-    host's last start has passed, when that is later.
+    has as many results running as the crawl allows (HOST_CONCURRENCY, 0: no limit; a second
+    later, CRAWL_LIMIT_RECHECK, when the crawl's own lower ``host_concurrency`` is the limit);
+    the moment its crawl's ``host_delay_seconds`` after the host's last start has passed,
+    when that is later.
 
     Running means started and under a live lease; ``result`` itself is not counted, nor any
     result whose extractor ``reads_saved`` (wget's WARC, the DOM: it asks the host nothing),
@@ -78,9 +80,20 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
             .exclude(extractor__in=READS_SAVED)
         )
         if running.count() >= limit:
-            return now
+            return now + _recheck_after(crawl)
     Host.objects.filter(pk=host.pk).update(last_started_at=now)
     return None
+
+
+def _recheck_after(crawl) -> timedelta:
+    """How long a result refused for a full host waits: none when the claim's filter holds
+    such results back by itself (HOST_CONCURRENCY); CRAWL_LIMIT_RECHECK when its crawl's own
+    lower limit refused it, which that filter does not know (without the wait, idle actors
+    would claim and hand it back over and over while the host is busy)."""
+    lower = crawl.host_concurrency and (
+        not settings.HOST_CONCURRENCY or crawl.host_concurrency < settings.HOST_CONCURRENCY
+    )
+    return CRAWL_LIMIT_RECHECK if lower else timedelta(0)
 
 
 def host_note_outcome(*, host: str, extractor: str, output: ExtractorOutput) -> Host | None:

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from core.extractors.robots import RobotsRules, fetch_robots
 from core.models import ArchiveResult, Host
-from crawls.choices import SkipReason
+from crawls.choices import CrawlStatus, SkipReason
 from crawls.models import Crawl, CrawlSkip
 from crawls.scope import ScopeRules
 from crawls.seeds import InvalidURL, normalize_url
@@ -114,7 +114,9 @@ def crawl_admit(*, crawl: Crawl, screened: Screened, known: set[str]) -> list[st
             skipped += [(url, SkipReason.MAX_PAGES, stop) for url in new[room:]]
             new = new[:room]
     crawl_record_skips(crawl=crawl, skipped=skipped)
-    if stop and not crawl.stop_reason:
+    # A crawl held meanwhile (a result of it was running) records the reason at its next
+    # admission after release; its limits hold all the same, being counted every time.
+    if stop and not crawl.stop_reason and crawl.status == CrawlStatus.STARTED:
         crawl.stop_growing(reason=stop)
         crawl.save()
         logger.info("crawl %s stops growing: %s", crawl.pk, stop)

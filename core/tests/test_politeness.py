@@ -28,7 +28,7 @@ from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
 from core.services.hosts import host_note_outcome, host_start_wait
-from core.services.snapshots import snapshot_start
+from core.services.snapshots import snapshot_queue_outlinks, snapshot_start
 from core.services.tokens import token_create
 from core.tests.pipeline import archive_crawl
 from core.tests.polite_site import PAGES, PRIVATE, PoliteSite
@@ -36,6 +36,7 @@ from core.tests.users import keeper, staff_with
 from crawls.choices import CrawlScope, CrawlStatus, SkipReason
 from crawls.models import Crawl
 from crawls.seeds import InputError
+from orchestrator.claims import hand_back
 from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,6 +163,17 @@ def test_max_pages_counts_the_seeds_too(data_dir, settings) -> None:
     assert crawl.snapshots.count() == 2
     assert skipped(crawl, SkipReason.MAX_PAGES) == ["http://c.example/"]
     assert Crawl.objects.get(pk=crawl.pk).stop_reason == "max-pages 2 reached"
+
+
+def test_a_held_crawl_still_keeps_its_page_limit(data_dir) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.HELD, max_pages=1, depth=1)
+    parent = baker.make(Snapshot, crawl=crawl, url="http://a.example/", status="started")
+
+    queued = snapshot_queue_outlinks(snapshot=parent, urls=["http://a.example/b"])
+
+    assert queued == 0
+    assert skipped(crawl, SkipReason.MAX_PAGES) == ["http://a.example/b"]
+    assert Crawl.objects.get(pk=crawl.pk).status == CrawlStatus.HELD
 
 
 # --- options --------------------------------------------------------------------------------------
@@ -291,8 +303,19 @@ def test_a_crawl_may_lower_the_host_limit(settings) -> None:
     usual = baker.make(Crawl, status=CrawlStatus.STARTED)
     result_of(usual, "a.example", ResultStatus.STARTED)
 
-    assert wait_for_start(result_of(strict, "a.example")) is not None
+    until = wait_for_start(result_of(strict, "a.example"))
+    assert until is not None
+    assert 0 < (until - timezone.now()).total_seconds() <= 1  # its own limit: not spun on
     assert wait_for_start(result_of(usual, "a.example")) is None
+
+
+def test_a_result_handed_back_for_a_delay_is_not_due_before_it() -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED)
+    result = result_of(crawl, "a.example", ResultStatus.STARTED)
+    due = timezone.now() + timedelta(seconds=30)
+
+    assert hand_back(result, lease_end=result.retry_at, due_at=due) == due
+    assert ArchiveResult.objects.get(pk=result.pk).retry_at == due
 
 
 def test_a_host_delay_hands_back_until_the_delay_has_passed() -> None:

@@ -28,6 +28,7 @@ from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
 from core.services.hosts import host_note_outcome, host_start_wait
+from core.services.results import result_tick
 from core.services.snapshots import snapshot_queue_outlinks, snapshot_start
 from core.services.tokens import token_create
 from core.tests.pipeline import archive_crawl
@@ -446,3 +447,32 @@ def test_a_limit_too_large_for_its_column_is_named() -> None:
         check_crawl_options(CrawlOptions(max_pages=2**31))
     with pytest.raises(InputError, match="max bytes must be at most 9223372036854775807"):
         check_crawl_options(CrawlOptions(max_bytes=2**63))
+
+
+@pytest.mark.usefixtures("data_dir")
+def test_a_real_429_with_retry_after_holds_back_the_hosts_other_pages(settings) -> None:
+    settings.EXTRACTORS = ["headers"]
+    settings.BACKOFF_CAP = 1000  # the pause is Retry-After, at most this
+    site = PoliteSite(too_many=True).start()
+    try:
+        crawl = crawl_create(
+            data=f"{site.url('/p/1.html')}\n{site.url('/p/2.html')}".encode(),
+            source_name="urls.txt",
+        )
+        crawl_start(crawl=crawl)
+        for snapshot in crawl.snapshots.all():
+            snapshot_start(snapshot=snapshot)
+        first = ArchiveResult.objects.filter(snapshot__url=site.url("/p/1.html")).get()
+        result_tick(result=first)
+    finally:
+        site.stop()
+
+    first.refresh_from_db()
+    assert first.status == ResultStatus.BACKOFF
+    host = Host.objects.get(name=f"127.0.0.1:{site.port}")
+    assert host.status == HostStatus.PAUSED
+    assert 100 < (host.paused_until - timezone.now()).total_seconds() <= 120
+    other = ArchiveResult.objects.get(snapshot__url=site.url("/p/2.html"))
+    assert other.retry_at <= timezone.now()  # due, yet another URL of the host: not claimable
+    assert not ArchiveResult.objects.claimable().filter(pk=other.pk).exists()
+    assert site.asked("/p/2.html") == 0

@@ -26,9 +26,10 @@ from core.services.profiles import describe_steps
 from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
 from core.services.schedules import schedule_run_now
+from crawls.choices import CrawlScope
 from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
-from crawls.models import Crawl, CrawlSchedule, Profile, cron_next
+from crawls.models import POLITENESS_FIELDS, Crawl, CrawlSchedule, Profile, cron_next
 from crawls.seeds import InputError
 
 
@@ -206,18 +207,23 @@ class CrawlScheduleForm(forms.ModelForm):
     """Checks the input and options as ``schedule add`` does, so a saved schedule runs."""
 
     notify_webhook = forms.URLField(max_length=2048, required=False, assume_scheme="https")
+    # Left empty, the defaults: host scope, no delay.
+    scope = forms.ChoiceField(choices=CrawlScope.choices, required=False)
+    host_delay_seconds = forms.FloatField(required=False, min_value=0)
 
     class Meta:
         model = CrawlSchedule
         fields = ["cron", "enabled", "source", "parser", "depth", "any_host", "tags", "priority",
                   "profile", "notify_webhook", "notify_email", "behaviour_seconds",
-                  "scroll_page_limit", "only_changes"]  # fmt: skip
+                  "scroll_page_limit", "only_changes", *POLITENESS_FIELDS]  # fmt: skip
         widgets = {"parser": forms.Select(choices=[(f, f) for f in ["auto", *FORMATS]])}
 
     def clean(self):
         data = super().clean()
         if self.errors:
             return data
+        data["scope"] = data["scope"] or CrawlScope.HOST
+        data["host_delay_seconds"] = data["host_delay_seconds"] or 0.0
         try:
             read_input(data["source"].encode(), source="source", parser=data["parser"])
             check_crawl_options(
@@ -230,6 +236,8 @@ class CrawlScheduleForm(forms.ModelForm):
                     profile=data["profile"].name if data["profile"] else "",
                     behaviour_seconds=data["behaviour_seconds"],
                     scroll_page_limit=data["scroll_page_limit"],
+                    any_host=data["any_host"],
+                    **{name: data[name] for name in POLITENESS_FIELDS},
                 )
             )
         except InputError as error:

@@ -100,6 +100,50 @@ class Profile(models.Model):
         return plan_steps(self.steps)
 
 
+class Politeness(models.Model):
+    """How a crawl treats the sites it visits and which links it follows (issue 21, item 2):
+    the fields a Crawl and a CrawlSchedule share (crawls/scope.py, core/services/scope.py)."""
+
+    scope = models.CharField(
+        max_length=8,
+        choices=CrawlScope.choices,
+        default=CrawlScope.HOST,
+        help_text="Which links it follows with depth (any_host widens it to any host).",
+    )
+    include = models.TextField(blank=True, help_text=f"Also follow links. {PATTERNS_HELP}")
+    exclude = models.TextField(blank=True, help_text=f"Never follow links. {PATTERNS_HELP}")
+    robots = models.BooleanField(
+        default=False, help_text="Obey robots.txt (RFC 9309): disallowed URLs are skipped."
+    )
+    max_pages = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Pages at most (seeds included); empty: no limit."
+    )
+    max_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Stop following links once its results wrote this many bytes.",
+    )
+    host_concurrency = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text=HOST_CONCURRENCY_HELP
+    )
+    host_delay_seconds = models.FloatField(
+        default=0, help_text="Seconds between the starts of two fetches of one host."
+    )
+
+    class Meta:
+        abstract = True
+
+    def politeness_options(self) -> dict:
+        """These fields as CrawlOptions' keyword arguments (core/services/crawls.py)."""
+        return {name: getattr(self, name) for name in POLITENESS_FIELDS}
+
+
+POLITENESS_FIELDS = (
+    "scope", "include", "exclude", "robots", "max_pages", "max_bytes", "host_concurrency",
+    "host_delay_seconds",
+)  # fmt: skip
+
+
 class CrawlQuerySet(WorkQuerySet):
     ACTIVE_STATES = CrawlStatus.active()
 
@@ -107,7 +151,7 @@ class CrawlQuerySet(WorkQuerySet):
         return self.filter(status=CrawlStatus.SEALED)
 
 
-class Crawl(ConcurrentTransitionMixin, WorkItem):
+class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
     """One batch: the seed URLs a person gave at once, how deep to follow links, and its state.
 
     ``queued → started`` parses the seeds into root Snapshots; ``started → sealed`` once every
@@ -160,31 +204,6 @@ class Crawl(ConcurrentTransitionMixin, WorkItem):
         null=True, blank=True, help_text=SCROLL_PAGE_LIMIT_HELP
     )
     only_changes = models.BooleanField(default=False, help_text=ONLY_CHANGES_HELP)
-    scope = models.CharField(
-        max_length=8,
-        choices=CrawlScope.choices,
-        default=CrawlScope.HOST,
-        help_text="Which links it follows with depth (any_host widens it to any host).",
-    )
-    include = models.TextField(blank=True, help_text=f"Also follow links. {PATTERNS_HELP}")
-    exclude = models.TextField(blank=True, help_text=f"Never follow links. {PATTERNS_HELP}")
-    robots = models.BooleanField(
-        default=False, help_text="Obey robots.txt (RFC 9309): disallowed URLs are skipped."
-    )
-    max_pages = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Pages at most (seeds included); empty: no limit."
-    )
-    max_bytes = models.PositiveBigIntegerField(
-        null=True,
-        blank=True,
-        help_text="Stop following links once its results wrote this many bytes.",
-    )
-    host_concurrency = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text=HOST_CONCURRENCY_HELP
-    )
-    host_delay_seconds = models.FloatField(
-        default=0, help_text="Seconds between the starts of two fetches of one host."
-    )
     stop_reason = models.CharField(
         max_length=300, blank=True, help_text="Why it stopped growing before its links ran out."
     )
@@ -342,7 +361,7 @@ class CrawlScheduleQuerySet(models.QuerySet):
         return self.filter(enabled=True, next_run_at__lte=now or timezone.now())
 
 
-class CrawlSchedule(models.Model):
+class CrawlSchedule(Politeness):
     """Seeds re-crawled on a cron schedule: each run is a new Crawl of the same input, with the
     same options (core/services/schedules.py).
 

@@ -21,7 +21,7 @@ from core.services.crawls import (
     crawl_create,
 )
 from crawls.inputs import read_input
-from crawls.models import Crawl, CrawlSchedule, cron_next
+from crawls.models import POLITENESS_FIELDS, Crawl, CrawlSchedule, cron_next
 from crawls.seeds import InputError, decode_input
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ def schedule_create(
         behaviour_seconds=checked.behaviour_seconds,
         scroll_page_limit=checked.scroll_page_limit,
         only_changes=options.only_changes,
+        **{name: getattr(options, name) for name in POLITENESS_FIELDS},
         next_run_at=next_run_at,
         created_by=created_by,
     )
@@ -140,6 +141,7 @@ def _options_of(schedule: CrawlSchedule) -> CrawlOptions:
         behaviour_seconds=schedule.behaviour_seconds,
         scroll_page_limit=schedule.scroll_page_limit,
         only_changes=schedule.only_changes,
+        **schedule.politeness_options(),
     )
 
 

@@ -29,13 +29,14 @@ from core.models import ArchiveResult, Host, Snapshot
 from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
 from core.services.hosts import host_note_outcome, host_start_wait
 from core.services.results import result_tick
+from core.services.schedules import schedule_run_now
 from core.services.snapshots import snapshot_queue_outlinks, snapshot_start
 from core.services.tokens import token_create
 from core.tests.pipeline import archive_crawl
 from core.tests.polite_site import PAGES, PRIVATE, PoliteSite
 from core.tests.users import keeper, staff_with
 from crawls.choices import CrawlScope, CrawlStatus, SkipReason
-from crawls.models import Crawl
+from crawls.models import Crawl, CrawlSchedule
 from crawls.seeds import InputError
 from orchestrator.claims import hand_back
 from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum
@@ -476,3 +477,34 @@ def test_a_real_429_with_retry_after_holds_back_the_hosts_other_pages(settings) 
     assert other.retry_at <= timezone.now()  # due, yet another URL of the host: not claimable
     assert not ArchiveResult.objects.claimable().filter(pk=other.pk).exists()
     assert site.asked("/p/2.html") == 0
+
+
+def test_a_schedule_keeps_the_options_for_each_crawl_it_makes(data_dir) -> None:
+    call_command(
+        "schedule", "add", "0 * * * *", "http://a.example/", "--depth", "1", "--robots",
+        "--scope", "domain", "--exclude", "/logout", "--max-pages", "7",
+        stdout=StringIO(),
+    )  # fmt: skip
+    schedule = CrawlSchedule.objects.get()
+
+    crawl = schedule_run_now(schedule=schedule)
+
+    assert (crawl.robots, crawl.scope, crawl.exclude, crawl.max_pages) == (
+        True, "domain", "/logout", 7,
+    )  # fmt: skip
+
+
+def test_the_schedule_admin_refuses_a_bad_pattern_and_keeps_good_options(admin_client) -> None:
+    form = {"cron": "0 * * * *", "enabled": "on", "source": "https://example.com/",
+            "parser": "auto", "depth": "1", "tags": "", "priority": "0", "profile": "",
+            "notify_webhook": "", "notify_email": "", "robots": "on", "max_pages": "5"}  # fmt: skip
+    add = "/admin/crawls/crawlschedule/add/"
+
+    refused = admin_client.post(add, {**form, "exclude": "(unclosed"})
+    kept = admin_client.post(add, form)
+
+    assert "exclude: pattern" in refused.content.decode()
+    assert kept.status_code == 302
+    schedule = CrawlSchedule.objects.get()
+    assert (schedule.robots, schedule.max_pages, schedule.scope) == (True, 5, "host")
+    assert schedule.host_delay_seconds == 0

@@ -77,7 +77,7 @@ def add_crawl_arguments(parser) -> None:
 
 
 def add_politeness_arguments(parser) -> None:
-    """Add a crawl's politeness and scope options (``add`` only; schedules keep none yet)."""
+    """Add a crawl's politeness and scope options (``add`` and ``schedule add``)."""
     parser.add_argument(
         "--scope",
         choices=CrawlScope.values,

@@ -11,7 +11,12 @@ from django.utils import timezone
 
 from core.management.database import require_migrated_database
 from core.services.schedules import schedule_create, schedule_remove, schedules_run_due
-from crawls.management.crawl_input import add_crawl_arguments, crawl_keywords, read_crawl_input
+from crawls.management.crawl_input import (
+    add_crawl_arguments,
+    add_politeness_arguments,
+    crawl_keywords,
+    read_crawl_input,
+)
 from crawls.models import CrawlSchedule
 from crawls.seeds import InputError
 
@@ -29,6 +34,7 @@ class Command(BaseCommand):
             "cron", help="Five cron fields in quotes, e.g. '0 * * * *' (hourly), '30 2 * * 1'."
         )
         add_crawl_arguments(add)
+        add_politeness_arguments(add)
         actions.add_parser("list", help="Every schedule with its next and last run.")
         remove = actions.add_parser("remove", help="Delete schedules (their crawls stay).")
         remove.add_argument("ids", nargs="+", type=int, metavar="ID")

@@ -1,9 +1,15 @@
 """Which URLs a crawl archives: its scope, patterns, robots.txt and limits (issue 21, item 2).
 
 Every URL a crawl meets and does not archive is recorded as a CrawlSkip with its reason; none is
-dropped silently. Screening (``crawl_screen``) may fetch robots.txt, so it runs before the
-transaction that queues snapshots (``crawl_admit``), which counts them under the crawl's row
-lock: two actors queuing links of one crawl at once never pass its page limit together.
+dropped silently, but for links off the host in a crawl that chose no scope and no patterns
+(Vellum's behaviour before scopes, kept as it was).
+
+Screening (``crawl_screen``) may fetch robots.txt, so it runs before the transaction that
+queues snapshots (``crawl_admit``), which counts them under the crawl's row lock: two actors
+queuing links of one crawl at once never pass its page limit together.
+
+The skips and the reason a crawl stopped live in the database only: ``manage.py reindex``,
+which rebuilds the index from the snapshot folders, does not bring them back.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from django.utils import timezone
 
 from core.extractors.robots import RobotsRules, fetch_robots
 from core.models import ArchiveResult, Host
-from crawls.choices import CrawlStatus, SkipReason
+from crawls.choices import CrawlScope, CrawlStatus, SkipReason
 from crawls.models import Crawl, CrawlSkip
 from crawls.scope import ScopeRules
 from crawls.seeds import InvalidURL, normalize_url
@@ -45,6 +51,10 @@ def crawl_screen(*, crawl: Crawl, urls: list[str], found_on: str | None) -> Scre
     robots.txt, the robots rules of each URL's host (``host_robots``, which may fetch them:
     call it outside a transaction)."""
     rules = ScopeRules.for_crawl(crawl) if found_on is not None else None
+    # A crawl that chose no scope and no patterns keeps Vellum's rule from before scopes as it
+    # was: links to other hosts are not followed, and not listed either (every page links
+    # off-site; a crawl's report and a reindexed one stay the same).
+    lists_scope = crawl.scope != CrawlScope.HOST or bool(crawl.include or crawl.exclude)
     robots: dict[str, RobotsRules] = {}
     screened = Screened()
     seen: set[str] = set()
@@ -65,7 +75,7 @@ def crawl_screen(*, crawl: Crawl, urls: list[str], found_on: str | None) -> Scre
             refusal = (SkipReason.ROBOTS, reason) if reason else None
         if refusal is None:
             screened.wanted.append(url)
-        else:
+        elif refusal[0] != SkipReason.SCOPE or lists_scope:
             screened.skipped.append((url, *refusal))
     return screened
 

@@ -508,3 +508,12 @@ def test_the_schedule_admin_refuses_a_bad_pattern_and_keeps_good_options(admin_c
     schedule = CrawlSchedule.objects.get()
     assert (schedule.robots, schedule.max_pages, schedule.scope) == (True, 5, "host")
     assert schedule.host_delay_seconds == 0
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_a_crawl_that_chose_no_scope_lists_no_links_off_the_host(site: PoliteSite) -> None:
+    crawl = archive_crawl(crawl_of(site, max_pages=50))
+
+    assert crawl.snapshots.count() == 1 + PAGES + len(PRIVATE) + 1
+    assert not crawl.skips.exists()  # http://example.invalid/away: not followed, as before
+    assert "skipped" not in crawl.report

@@ -1,14 +1,15 @@
 """The REST API under ``/api/v1/`` (django-ninja): authentication, errors as JSON, and the
 routers of each app (crawls/api.py, core/api.py, orchestrator/api.py).
 
-Every endpoint needs an active staff user, by a bearer token (``Authorization: Bearer vlm_...``,
-made with ``manage.py token create``; it acts as its user) or the admin's session (with its CSRF
-token for changes), who holds the model permission the operation names with ``auth=staff(...)``,
-as the admin's matching action needs it (core/web/permissions.py). The OpenAPI schema is at
-``/api/v1/openapi.json``, browsable at ``/api/v1/docs``. Errors are JSON,
+Every endpoint needs an active staff user (or, where it says ``own=True``, a user holding
+``crawls.add_crawl``, who reads only their own crawls and snapshots), by a bearer token
+(``Authorization: Bearer vlm_...``, made with ``manage.py token create``; it acts as its user) or
+the admin's session (with its CSRF token for changes), who holds the model permission the operation
+names with ``auth=staff(...)``, as the admin's matching action needs it (core/web/permissions.py).
+The OpenAPI schema is at ``/api/v1/openapi.json``, browsable at ``/api/v1/docs``. Errors are JSON,
 ``{"detail": "what is wrong"}``: 400 for bad input, 401 without credentials, 403 for a user who is
-not staff or lacks the permission, 404 for an unknown id, 409 for a change the record's state
-does not allow, 422 for a body of the wrong shape, 429 (with ``Retry-After``, seconds) past
+not staff or lacks the permission, 404 for an unknown id, 409 for a change the record's state does
+not allow, 422 for a body of the wrong shape, 429 (with ``Retry-After``, seconds) past
 ``settings.API_RATE`` calls per user.
 """
 
@@ -27,6 +28,7 @@ from core.api import router as snapshots_router
 from core.services.removal import RemovalRefused
 from core.web.permissions import ANY_STAFF
 from crawls.api import router as crawls_router
+from crawls.api import save_router
 from crawls.seeds import InputError
 from orchestrator.api import router as status_router
 
@@ -113,6 +115,7 @@ api = VellumAPI(
     docs=LocalSwagger(),
 )
 api.add_router("/crawls", crawls_router, tags=["crawls"])
+api.add_router("/", save_router, tags=["crawls"])
 api.add_router("/", snapshots_router, tags=["snapshots"])
 api.add_router("/", status_router, tags=["status"])
 

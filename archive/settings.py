@@ -199,7 +199,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-LOGIN_URL = "admin:login"
+LOGIN_URL = "core:login"  # staff or not; the admin keeps its own (staff only)
 
 # --- preservation: finalizing, storage targets, fixity audits (DESIGN.md §2, §5) ------------------
 # Package each snapshot's WARCs (with its page list and screenshot) as WACZ while finalizing.
@@ -328,6 +328,10 @@ ESTIMATE_WORKERS = env_int("ESTIMATE_WORKERS", 8, minimum=1)  # HEAD requests at
 # The archive's pages (/, /snapshot/<id>/) and files: open to anyone, or (the default) only to
 # signed-in staff users.
 PUBLIC_ARCHIVE = env_bool("PUBLIC_ARCHIVE", False)
+# Saving in one click (/save/<url>, POST /api/v1/save, core/services/saves.py): a URL the same
+# reader saved (or can read a capture of) in the last SAVE_DEDUP_MINUTES minutes opens that
+# crawl or capture again instead of queuing another. 0: every save queues a new crawl.
+SAVE_DEDUP_MINUTES = env_int("SAVE_DEDUP_MINUTES", 10, minimum=0)
 # REST API calls one user may make ("<count>/<s|min|h|d>"); more get 429 with Retry-After.
 API_RATE = env_str("API_RATE", "600/min")
 # Tags one request (the API, the add page, manage.py add, one input file's entries) may name;

@@ -1,6 +1,8 @@
 """REST endpoints for snapshots and archive results (archive/api.py mounts them at
 ``/api/v1/``): list and filter, get one with its outputs, retry, re-archive, remove; and every
-capture of one URL (its timeline)."""
+capture of one URL (its timeline). A user who is not staff but holds ``crawls.add_crawl``
+reads only the snapshots (and their results) of the crawls they added
+(SnapshotQuerySet.visible_to); changes stay with staff."""
 
 # No ``from __future__ import annotations``: django-ninja reads these annotations at run time
 # (through its pagination decorator, where postponed ones cannot be resolved).
@@ -19,7 +21,7 @@ from core.models import ArchiveResult, Snapshot
 from core.services.captures import Capture, url_captures, url_resolve
 from core.services.rearchive import snapshot_rearchive, snapshot_retry_failed
 from core.services.removal import snapshot_remove
-from core.web.permissions import staff
+from core.web.permissions import model_perm, staff
 from core.web.timeline import diff_url
 from crawls.seeds import InvalidURL
 
@@ -142,9 +144,14 @@ def file_url(snapshot_id, path: str) -> str:
     return reverse("core:snapshot_file", args=[snapshot_id, path])
 
 
-def _snapshot(snapshot_id: uuid.UUID) -> Snapshot:
+def _snapshot(snapshot_id: uuid.UUID, user=None) -> Snapshot:
+    """The snapshot ``snapshot_id``, among those ``user`` may read (None: any). Raises
+    Snapshot.DoesNotExist naming it (a 404)."""
+    snapshots = Snapshot.objects.prefetch_related("tags")
+    if user is not None:
+        snapshots = snapshots.visible_to(user)
     try:
-        return Snapshot.objects.prefetch_related("tags").get(pk=snapshot_id)
+        return snapshots.get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
         raise Snapshot.DoesNotExist(f"no snapshot {snapshot_id}") from None
 
@@ -153,11 +160,11 @@ def _snapshot(snapshot_id: uuid.UUID) -> Snapshot:
     "/snapshots",
     response=list[SnapshotOut],
     summary="List snapshots, newest first",
-    auth=staff(Snapshot, "view"),
+    auth=staff(Snapshot, "view", own=True),
 )
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_snapshots(request, filters: Query[SnapshotFilters]):
-    snapshots = Snapshot.objects.prefetch_related("tags")
+    snapshots = Snapshot.objects.visible_to(request.auth).prefetch_related("tags")
     if filters.crawl is not None:
         snapshots = snapshots.filter(crawl_id=filters.crawl)
     if filters.status:
@@ -173,10 +180,10 @@ def list_snapshots(request, filters: Query[SnapshotFilters]):
     "/snapshots/{snapshot_id}",
     response=SnapshotDetail,
     summary="One snapshot",
-    auth=staff(Snapshot, "view"),
+    auth=staff(Snapshot, "view", own=True),
 )
 def get_snapshot(request, snapshot_id: uuid.UUID):
-    return _snapshot(snapshot_id)
+    return _snapshot(snapshot_id, request.auth)
 
 
 @router.post(
@@ -218,11 +225,13 @@ def remove(request, snapshot_id: uuid.UUID, delete_files: bool = False):
     "/results",
     response=list[ResultOut],
     summary="List archive results",
-    auth=staff(ArchiveResult, "view"),
+    auth=staff(ArchiveResult, "view", own=True),
 )
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_results(request, filters: Query[ResultFilters]):
     results = ArchiveResult.objects.order_by("-pk")
+    if not request.auth.has_perm(model_perm(ArchiveResult, "view")) or not request.auth.is_staff:
+        results = results.filter(snapshot__in=Snapshot.objects.visible_to(request.auth))
     if filters.snapshot:
         results = results.filter(snapshot_id=filters.snapshot)
     if filters.extractor:
@@ -239,7 +248,7 @@ def list_results(request, filters: Query[ResultFilters]):
     description="The URL is the rest of the path, normalized as seeds are (a ``?`` in it "
     "percent-encoded as ``%3F``: this endpoint's own query string is its page); 404 when it "
     "was never archived.",
-    auth=staff(Snapshot, "view"),
+    auth=staff(Snapshot, "view", own=True),
 )
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_url_captures(request, url: str):
@@ -247,7 +256,7 @@ def list_url_captures(request, url: str):
         normalized = url_resolve(url)
     except InvalidURL as error:
         raise ValidationError(str(error)) from None
-    captures = url_captures(url=normalized)
+    captures = url_captures(url=normalized, within=Snapshot.objects.visible_to(request.auth))
     if not captures:
         raise Snapshot.DoesNotExist(f"no capture of {normalized}")
     return [_capture_out(capture, normalized) for capture in captures]

@@ -1,3 +1,4 @@
+from django.contrib.auth.views import LoginView
 from django.urls import path, re_path
 
 from core.web import files, memento, pages, replay, timeline
@@ -6,6 +7,9 @@ app_name = "core"
 
 urlpatterns = [
     path("", pages.archive_index, name="index"),
+    # Sign-in for every user, staff or not (the admin's own sign-in takes staff only): a user
+    # holding crawls.add_crawl adds and reads back their own captures (core/web/access.py).
+    path("login/", LoginView.as_view(template_name="vellum/login.html"), name="login"),
     path(
         "snapshot/<uuid:snapshot_id>/",
         memento.memento_headers(pages.snapshot_page),

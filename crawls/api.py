@@ -1,11 +1,15 @@
 """REST endpoints for crawls (archive/api.py mounts them at ``/api/v1/crawls``): add URLs or a
-file's content, list and get crawls, hold, release, retry their failures, remove them."""
+file's content, list and get crawls, hold, release, retry their failures, remove them; and
+``/api/v1/save``, one URL in one call (``save_router``). A user who is not staff but holds
+``crawls.add_crawl`` may add, save, list and get their own crawls (CrawlQuerySet.visible_to);
+the rest stays with staff."""
 
 # No ``from __future__ import annotations``: django-ninja reads these annotations at run time
 # (through its pagination decorator, where postponed ones cannot be resolved).
 
 from datetime import datetime
 
+from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
 
@@ -21,13 +25,15 @@ from core.services.crawls import (
 )
 from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
+from core.services.saves import url_save
 from core.web.permissions import staff
 from crawls.choices import CrawlScope
 from crawls.inputs import FORMATS
 from crawls.models import Crawl
-from crawls.seeds import InputError, has_control_character
+from crawls.seeds import InputError, InvalidURL, has_control_character
 
 router = Router()
+save_router = Router()
 PAGE_SIZE = 50
 
 
@@ -76,6 +82,9 @@ class CrawlIn(Schema):
         None, description="Results of one host at once, 1 to HOST_CONCURRENCY (null: that)"
     )
     host_delay_seconds: float = Field(0, description="Seconds between starts on one host")
+    public: bool = Field(
+        False, description="Show its snapshots to everyone while PUBLIC_ARCHIVE is on"
+    )
 
 
 class CrawlOut(Schema):
@@ -95,6 +104,7 @@ class CrawlOut(Schema):
     max_pages: int | None
     max_bytes: int | None
     stop_reason: str
+    public: bool
     hold_reason: str
     created_at: datetime
     start_ts: datetime | None
@@ -129,6 +139,24 @@ class CrawlFilters(Schema):
     tag: str | None = None
 
 
+class SaveIn(Schema):
+    url: str = Field(
+        min_length=1,
+        description="The URL to save (https is tried first for a host and path without a scheme)",
+    )
+
+
+class SaveOut(Schema):
+    crawl: CrawlDetail
+    snapshot: str | None = Field(
+        description="The earlier capture a repeat landed on (its id), or null"
+    )
+    repeat: bool = Field(
+        description="True: saved within SAVE_DEDUP_MINUTES before; nothing new was queued"
+    )
+    page: str = Field(description="The page to open: the crawl's progress, or the capture")
+
+
 class HoldIn(Schema):
     reason: str = ""
 
@@ -137,9 +165,14 @@ class Retried(Schema):
     queued: int = Field(description="Failed results queued again.")
 
 
-def _crawl(crawl_id: int) -> Crawl:
+def _crawl(crawl_id: int, user=None) -> Crawl:
+    """The crawl ``crawl_id``, among those ``user`` may read (None: any). Raises
+    Crawl.DoesNotExist naming it (a 404)."""
+    crawls = Crawl.objects.select_related("profile")
+    if user is not None:
+        crawls = crawls.visible_to(user)
     try:
-        return Crawl.objects.select_related("profile").get(pk=crawl_id)
+        return crawls.get(pk=crawl_id)
     except Crawl.DoesNotExist:
         raise Crawl.DoesNotExist(f"no crawl {crawl_id}") from None
 
@@ -148,7 +181,7 @@ def _crawl(crawl_id: int) -> Crawl:
     "",
     response={201: CrawlDetail},
     summary="Add URLs as a new crawl",
-    auth=staff(Crawl, "add"),
+    auth=staff(Crawl, "add", own=True),
 )
 def add(request, body: CrawlIn):
     if (body.urls is None) == (body.input is None):
@@ -181,18 +214,56 @@ def add(request, body: CrawlIn):
             max_bytes=body.max_bytes,
             host_concurrency=body.host_concurrency,
             host_delay_seconds=body.host_delay_seconds,
+            public=body.public,
         ),
         created_by=request.auth,
     )
     return Status(201, _crawl(crawl.pk))
 
 
+@save_router.post(
+    "/save",
+    response={200: SaveOut, 201: SaveOut},
+    summary="Save one URL (a repeat within SAVE_DEDUP_MINUTES lands on the first)",
+    description="Queue the URL as a crawl of its own with the crawl defaults (201), or, when "
+    "the same user saved it (or can read a capture of it) within SAVE_DEDUP_MINUTES, answer "
+    "with that crawl or capture and queue nothing (200). 400 for a URL that cannot be "
+    "archived.",
+    auth=staff(Crawl, "add", own=True),
+)
+def save(request, body: SaveIn):
+    if has_control_character(body.url):
+        raise InputError("url holds a line break or other control character")
+    try:
+        saved = url_save(url=body.url, created_by=request.auth)
+    except InvalidURL as error:
+        raise InputError(str(error)) from None
+    snapshot = saved.snapshot
+    page = (
+        reverse("core:snapshot", args=[snapshot.pk])
+        if snapshot is not None
+        else reverse("crawls:progress", args=[saved.crawl.pk])
+    )
+    out = {
+        "crawl": _crawl(saved.crawl.pk),
+        "snapshot": str(snapshot.pk) if snapshot is not None else None,
+        "repeat": saved.repeat,
+        "page": page,
+    }
+    return Status(200 if saved.repeat else 201, out)
+
+
 @router.get(
-    "", response=list[CrawlOut], summary="List crawls, newest first", auth=staff(Crawl, "view")
+    "",
+    response=list[CrawlOut],
+    summary="List crawls, newest first",
+    auth=staff(Crawl, "view", own=True),
 )
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_crawls(request, filters: Query[CrawlFilters]):
-    crawls = Crawl.objects.select_related("profile").prefetch_related("tags")
+    crawls = (
+        Crawl.objects.visible_to(request.auth).select_related("profile").prefetch_related("tags")
+    )
     if filters.status:
         crawls = crawls.filter(status=filters.status)
     if filters.tag:
@@ -204,10 +275,10 @@ def list_crawls(request, filters: Query[CrawlFilters]):
     "/{crawl_id}",
     response=CrawlDetail,
     summary="One crawl, with its report",
-    auth=staff(Crawl, "view"),
+    auth=staff(Crawl, "view", own=True),
 )
 def get_crawl(request, crawl_id: int):
-    return _crawl(crawl_id)
+    return _crawl(crawl_id, request.auth)
 
 
 @router.post(

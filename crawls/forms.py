@@ -109,6 +109,12 @@ class AddForm(forms.Form):
         help_text="Seconds between two fetches of one host starting. Empty: none.",
     )
 
+    public = forms.BooleanField(
+        required=False,
+        help_text="Show its snapshots to everyone, signed in or not, while the archive is "
+        "public (PUBLIC_ARCHIVE).",
+    )
+
     def clean(self):
         data = super().clean()
         pasted, upload = data.get("urls", "").strip(), data.get("file")

@@ -8,6 +8,7 @@ from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -142,6 +143,29 @@ POLITENESS_FIELDS = (
     "scope", "include", "exclude", "robots", "max_pages", "max_bytes", "host_concurrency",
     "host_delay_seconds",
 )  # fmt: skip
+# Who added a capture may read it back (crawls.add_crawl is what adding needs): the one rule
+# of CrawlQuerySet.visible_to and SnapshotQuerySet.visible_to.
+ADD_PERMISSION = "crawls.add_crawl"
+
+
+def visible_filter(user, *, read_perm: str, owner: str, public: str, with_public: bool) -> Q | None:
+    """Return the filter that keeps the records ``user`` may read, or None for all of them.
+
+    An active staff user holding ``read_perm`` (``"<app>.<codename>"``, the admin's rule) reads
+    every record. Any other active user holding ADD_PERMISSION reads the records whose
+    ``owner`` lookup (the crawl's ``created_by``) is that user. With ``with_public``
+    (settings.PUBLIC_ARCHIVE) everyone, signed in or not, also reads the records whose
+    ``public`` lookup is true. Nobody else reads anything: the filter then matches nothing.
+    """
+    active = user.is_authenticated and user.is_active
+    if active and user.is_staff and user.has_perm(read_perm):
+        return None
+    allowed = Q(pk__in=[])
+    if active and user.has_perm(ADD_PERMISSION):
+        allowed |= Q(**{owner: user})
+    if with_public:
+        allowed |= Q(**{public: True})
+    return allowed
 
 
 class CrawlQuerySet(WorkQuerySet):
@@ -149,6 +173,18 @@ class CrawlQuerySet(WorkQuerySet):
 
     def final(self) -> CrawlQuerySet:
         return self.filter(status=CrawlStatus.SEALED)
+
+    def visible_to(self, user, *, with_public: bool = False) -> CrawlQuerySet:
+        """The crawls ``user`` may read (visible_filter): all for staff holding
+        ``crawls.view_crawl``, else the user's own, and the public ones ``with_public``."""
+        allowed = visible_filter(
+            user,
+            read_perm="crawls.view_crawl",
+            owner="created_by",
+            public="public",
+            with_public=with_public,
+        )
+        return self if allowed is None else self.filter(allowed)
 
 
 class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
@@ -213,7 +249,16 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         help_text="How the input was read: its format, entries accepted, and those left out.",
     )
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        help_text="Who added it: a user who is not staff reads only the crawls they added "
+        "and their snapshots.",
+    )
+    public = models.BooleanField(
+        default=False,
+        help_text="Shown to everyone, signed in or not, while PUBLIC_ARCHIVE is on.",
     )
     report = models.JSONField(
         default=dict, blank=True, help_text="Written on sealing: counts per state and failures."

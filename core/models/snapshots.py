@@ -18,6 +18,7 @@ from core.extractors.behaviours import BehaviourOptions
 from core.models.hosts import Host
 from core.models.preservation import LOCAL, FixityCheck
 from crawls.choices import CrawlStatus, StepBehaviour
+from crawls.models import visible_filter
 from orchestrator.diskguard import disk_held
 from orchestrator.models import WorkItem, WorkQuerySet
 
@@ -81,6 +82,20 @@ class SnapshotQuerySet(WorkQuerySet):
 
     def for_crawl(self, crawl) -> SnapshotQuerySet:
         return self.filter(crawl=crawl)
+
+    def visible_to(self, user, *, with_public: bool = False) -> SnapshotQuerySet:
+        """The snapshots ``user`` may read (crawls.models.visible_filter): all for staff holding
+        ``core.view_snapshot``, else those of the crawls the user added, and with
+        ``with_public`` those of public crawls. A snapshot was added by whoever added its
+        crawl."""
+        allowed = visible_filter(
+            user,
+            read_perm="core.view_snapshot",
+            owner="crawl__created_by",
+            public="crawl__public",
+            with_public=with_public,
+        )
+        return self if allowed is None else self.filter(allowed)
 
     def with_captured_at(self) -> SnapshotQuerySet:
         """Annotate ``captured_at``: when the snapshot's capture started (``start_ts``), or

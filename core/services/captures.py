@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from core.choices import SnapshotStatus
@@ -175,12 +175,14 @@ def capture_timestamp(moment: datetime) -> str:
 # --- captures ------------------------------------------------------------------------------------
 
 
-def url_captures(*, url: str) -> list[Capture]:
-    """Return every capture of the normalized ``url``, newest first (the latest ``pk`` first
+def url_captures(*, url: str, within: QuerySet | None = None) -> list[Capture]:
+    """Return every capture of the normalized ``url`` among ``within`` (a Snapshot queryset,
+    e.g. SnapshotQuerySet.visible_to; None: all), newest first (the latest ``pk`` first
     among captures of the same moment), with its size, ``unchanged_since`` and ``previous``.
     One query. An empty list when the URL was never archived."""
     rows = (
-        Snapshot.objects.captures_of(url)
+        _snapshots(within)
+        .captures_of(url)
         .annotate(size=Coalesce(Sum("results__output_size"), 0))
         .order_by("captured_at", "pk")
     )
@@ -204,17 +206,21 @@ def _link_sealed(captures: list[Capture]) -> None:
         previous = capture
 
 
-def url_mementos(*, url: str) -> list[Capture]:
-    """The sealed captures of the normalized ``url``, oldest first: its Mementos (RFC 7089)."""
-    return [capture for capture in reversed(url_captures(url=url)) if capture.sealed]
+def url_mementos(*, url: str, within: QuerySet | None = None) -> list[Capture]:
+    """The sealed captures of the normalized ``url`` among ``within`` (None: all), oldest
+    first: its Mementos (RFC 7089)."""
+    captures = url_captures(url=url, within=within)
+    return [capture for capture in reversed(captures) if capture.sealed]
 
 
-def capture_nearest(*, url: str, moment: datetime) -> Snapshot | None:
-    """Return the sealed snapshot of the normalized ``url`` captured nearest ``moment`` (an
-    aware datetime), the earlier of two as near; None when it has no sealed capture. Two
-    queries: the last capture at or before ``moment`` and the first after it (RFC 7089 leaves
-    the choice to the TimeGate; this is pywb's "closest")."""
-    sealed = Snapshot.objects.captures_of(url).filter(status=SnapshotStatus.SEALED)
+def capture_nearest(
+    *, url: str, moment: datetime, within: QuerySet | None = None
+) -> Snapshot | None:
+    """Return the sealed snapshot of the normalized ``url`` among ``within`` (None: all)
+    captured nearest ``moment`` (an aware datetime), the earlier of two as near; None when it
+    has no sealed capture. Two queries: the last capture at or before ``moment`` and the first
+    after it (RFC 7089 leaves the choice to the TimeGate; this is pywb's "closest")."""
+    sealed = _snapshots(within).captures_of(url).filter(status=SnapshotStatus.SEALED)
     before = sealed.filter(captured_at__lte=moment).order_by("-captured_at", "pk").first()
     after = sealed.filter(captured_at__gt=moment).order_by("captured_at", "pk").first()
     if before is None or after is None:
@@ -222,6 +228,10 @@ def capture_nearest(*, url: str, moment: datetime) -> Snapshot | None:
     if after.captured_at - moment < moment - before.captured_at:
         return after
     return before
+
+
+def _snapshots(within: QuerySet | None) -> QuerySet:
+    return Snapshot.objects.all() if within is None else within
 
 
 def latest_moment() -> datetime:

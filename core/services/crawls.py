@@ -62,7 +62,8 @@ class CrawlOptions:
     line); obey robots.txt with ``robots``; archive at most ``max_pages`` pages and stop
     following links once ``max_bytes`` bytes are written (None: no limit); run at most
     ``host_concurrency`` results of one host at once (None: HOST_CONCURRENCY) and start them
-    ``host_delay_seconds`` apart. check_crawl_options checks them."""
+    ``host_delay_seconds`` apart; with ``public``, show it to everyone while PUBLIC_ARCHIVE is
+    on. check_crawl_options checks them."""
 
     depth: int = 0
     any_host: bool = False
@@ -82,6 +83,7 @@ class CrawlOptions:
     max_bytes: int | None = None
     host_concurrency: int | None = None
     host_delay_seconds: float = 0
+    public: bool = False
 
 
 DEFAULT_OPTIONS = CrawlOptions()
@@ -145,6 +147,7 @@ def crawl_create(
             max_bytes=options.max_bytes,
             host_concurrency=options.host_concurrency,
             host_delay_seconds=options.host_delay_seconds,
+            public=options.public,
             schedule=schedule,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in checked.tags])

@@ -12,6 +12,7 @@ import logging
 import re
 
 from django.db import connection
+from django.db.models import QuerySet
 
 from core.extractors import registry
 from core.models import Snapshot, SnapshotText
@@ -65,39 +66,47 @@ def search_words(query: str) -> list[str]:
     return WORD.findall(query.lower())[:20]
 
 
-def search_snapshot_ids(query: str, *, limit: int = MAX_RESULTS) -> list:
+def search_snapshot_ids(
+    query: str, *, limit: int = MAX_RESULTS, within: QuerySet | None = None
+) -> list:
     """Ids of the snapshots matching every word of ``query``, best match first (at most
-    ``limit``); an empty list for a query without words."""
+    ``limit``), among ``within`` (a Snapshot queryset, e.g. SnapshotQuerySet.visible_to;
+    None: all; it narrows the search itself, so the ``limit`` best are the best of those); an
+    empty list for a query without words."""
     words = search_words(query)
     if not words:
         return []
+    among, among_params = ("", [])
+    if within is not None:
+        sql, params = within.values("pk").query.sql_with_params()
+        among, among_params = f" AND t.snapshot_id IN ({sql})", list(params)
     if connection.vendor == "postgresql":
-        return _search_postgres(words, limit)
-    return _search_sqlite(words, limit)
+        return _search_postgres(words, limit, among, among_params)
+    return _search_sqlite(words, limit, among, among_params)
 
 
-def _search_sqlite(words: list[str], limit: int) -> list:
+def _search_sqlite(words: list[str], limit: int, among: str, among_params: list) -> list:
     # Each word quoted (so FTS5 reads no operator into it) and a prefix: "arch"* finds archive.
     match = " ".join(f'"{word}"*' for word in words)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT t.snapshot_id FROM core_snapshottext_fts f "
             "JOIN core_snapshottext t ON t.id = f.rowid "
-            "WHERE core_snapshottext_fts MATCH %s ORDER BY f.rank LIMIT %s",
-            [match, limit],
+            f"WHERE core_snapshottext_fts MATCH %s{among} ORDER BY f.rank LIMIT %s",
+            [match, *among_params, limit],
         )
         return [_as_id(row[0]) for row in cursor.fetchall()]
 
 
-def _search_postgres(words: list[str], limit: int) -> list:
+def _search_postgres(words: list[str], limit: int, among: str, among_params: list) -> list:
     query = " & ".join(f"{word}:*" for word in words)
     document = "to_tsvector('simple', title || ' ' || url || ' ' || tags || ' ' || text)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT snapshot_id FROM core_snapshottext "
-            f"WHERE {document} @@ to_tsquery('simple', %s) "
+            f"SELECT t.snapshot_id FROM core_snapshottext t "
+            f"WHERE {document} @@ to_tsquery('simple', %s){among} "
             f"ORDER BY ts_rank({document}, to_tsquery('simple', %s)) DESC LIMIT %s",
-            [query, query, limit],
+            [query, *among_params, query, limit],
         )
         return [_as_id(row[0]) for row in cursor.fetchall()]
 

@@ -2,8 +2,10 @@
 view of crawls/urls.py and every archive page of core/urls.py, called by each kind of user,
 against the rule tables below, which state the admin's rules (core/admin/permissions.py):
 reading needs view, adding a crawl add, a state change change, a removal delete, all as an
-active staff user; superusers hold every permission. A refused call changes nothing in the
-database nor in DATA_DIR."""
+active staff user; superusers hold every permission. Where a rule is marked OWN, a user holding
+``crawls.add_crawl`` (staff or not) is let in too, and reads only what they added (here: nothing,
+the snapshot acted on is nobody's). A refused call changes nothing in the database nor in
+DATA_DIR."""
 
 from __future__ import annotations
 
@@ -22,29 +24,33 @@ from core import urls as core_urls
 from core.models import ApiToken, Snapshot
 from core.services.tokens import token_create
 from core.tests.test_removal import sealed_snapshot
-from core.tests.users import staff_with
+from core.tests.users import permissions, staff_with
 from crawls import urls as crawl_urls
 from crawls.models import Crawl
 from orchestrator.models import queue_held
 
 pytestmark = pytest.mark.django_db
 
+# A rule that also lets in a user holding crawls.add_crawl, for their own records.
+OWN = "own"
+
 # What each operation of the API needs, as the admin's matching action does.
 API_RULES = {
-    ("GET", "/api/v1/crawls"): "crawls.view_crawl",
-    ("POST", "/api/v1/crawls"): "crawls.add_crawl",
-    ("GET", "/api/v1/crawls/{crawl_id}"): "crawls.view_crawl",
+    ("GET", "/api/v1/crawls"): ("crawls.view_crawl", OWN),
+    ("POST", "/api/v1/crawls"): ("crawls.add_crawl", OWN),
+    ("POST", "/api/v1/save"): ("crawls.add_crawl", OWN),
+    ("GET", "/api/v1/crawls/{crawl_id}"): ("crawls.view_crawl", OWN),
     ("POST", "/api/v1/crawls/{crawl_id}/hold"): "crawls.change_crawl",
     ("POST", "/api/v1/crawls/{crawl_id}/release"): "crawls.change_crawl",
     ("POST", "/api/v1/crawls/{crawl_id}/retry"): "crawls.change_crawl",
     ("DELETE", "/api/v1/crawls/{crawl_id}"): "crawls.delete_crawl",
-    ("GET", "/api/v1/snapshots"): "core.view_snapshot",
-    ("GET", "/api/v1/snapshots/{snapshot_id}"): "core.view_snapshot",
+    ("GET", "/api/v1/snapshots"): ("core.view_snapshot", OWN),
+    ("GET", "/api/v1/snapshots/{snapshot_id}"): ("core.view_snapshot", OWN),
     ("POST", "/api/v1/snapshots/{snapshot_id}/retry"): "core.change_snapshot",
     ("POST", "/api/v1/snapshots/{snapshot_id}/rearchive"): "core.change_snapshot",
     ("DELETE", "/api/v1/snapshots/{snapshot_id}"): "core.delete_snapshot",
-    ("GET", "/api/v1/results"): "core.view_archiveresult",
-    ("GET", "/api/v1/urls/{url}/captures"): "core.view_snapshot",
+    ("GET", "/api/v1/results"): ("core.view_archiveresult", OWN),
+    ("GET", "/api/v1/urls/{url}/captures"): ("core.view_snapshot", OWN),
     ("GET", "/api/v1/status"): "orchestrator.view_queuestate",
     ("POST", "/api/v1/queue/hold"): "orchestrator.change_queuestate",
     ("POST", "/api/v1/queue/release"): "orchestrator.change_queuestate",
@@ -52,6 +58,7 @@ API_RULES = {
 # The bodies and query strings that make each call do its work when allowed.
 BODIES = {
     ("POST", "/api/v1/crawls"): {"urls": ["https://example.com/"], "tags": ["new"]},
+    ("POST", "/api/v1/save"): {"url": "https://example.com/saved"},
     ("POST", "/api/v1/crawls/{crawl_id}/hold"): {"reason": "checking"},
     ("POST", "/api/v1/queue/hold"): {"reason": "checking"},
 }
@@ -59,16 +66,18 @@ QUERIES = {"DELETE": "?delete_files=true"}
 
 # The views of crawls/urls.py (each by method) and what they need.
 VIEW_RULES = {
-    ("GET", "crawls:add"): "crawls.add_crawl",
-    ("POST", "crawls:add"): "crawls.add_crawl",
-    ("GET", "crawls:progress"): "crawls.view_crawl",
-    ("GET", "crawls:progress_fragment"): "crawls.view_crawl",
+    ("GET", "crawls:add"): ("crawls.add_crawl", OWN),
+    ("POST", "crawls:add"): ("crawls.add_crawl", OWN),
+    ("GET", "crawls:save"): ("crawls.add_crawl", OWN),
+    ("GET", "crawls:progress"): ("crawls.view_crawl", OWN),
+    ("GET", "crawls:progress_fragment"): ("crawls.view_crawl", OWN),
 }
 
 # Each kind of user: the permissions a staff user holds ("*": a superuser), or how it is refused.
 KINDS = {
     "anonymous": None,
     "non-staff": "non-staff",
+    "non-staff, add": "non-staff, add",
     "inactive": "inactive",
     "staff, no permissions": set(),
     "staff, view only": {
@@ -119,14 +128,31 @@ def make_user(kind: str):
         return get_user_model().objects.create_superuser("root", "root@example.com")
     if perms == "non-staff":
         return get_user_model().objects.create_user("member")
+    if perms == "non-staff, add":
+        user = get_user_model().objects.create_user("contributor")
+        user.user_permissions.set(permissions("crawls.add_crawl"))
+        return user
     if perms == "inactive":
         return staff_with("gone", *KINDS["staff, view only"], is_active=False)
     return staff_with("staff", *sorted(perms))
 
 
-def allowed(kind: str, perm: str) -> bool:
+def holds(kind: str, perm: str) -> bool:
     perms = KINDS[kind]
     return perms == "*" or (isinstance(perms, set) and perm in perms)
+
+
+def allowed(kind: str, rule: str | tuple[str, str]) -> bool:
+    """Whether a user of ``kind`` is let in by ``rule`` (a permission, or (permission, OWN))."""
+    perm, own = rule if isinstance(rule, tuple) else (rule, "")
+    contributor = kind == "non-staff, add" or holds(kind, "crawls.add_crawl")
+    return holds(kind, perm) or (own == OWN and contributor)
+
+
+def reads_all(kind: str, perm: str) -> bool:
+    """Whether a user of ``kind`` reads every record (staff holding ``perm``), not only the
+    records they added."""
+    return KINDS[kind] != "non-staff, add" and holds(kind, perm)
 
 
 def api_client(kind: str) -> Client:
@@ -211,7 +237,11 @@ def test_every_crawl_view_obeys_the_admins_rules(
     user = make_user(kind)
     if user is not None:
         client.force_login(user)  # an inactive user's session opens nothing (ModelBackend)
-    url = reverse(name, kwargs={} if name == "crawls:add" else {"crawl_id": sealed.crawl_id})
+    kwargs = {
+        "crawls:add": {},
+        "crawls:save": {"url": "https://example.com/saved"},
+    }.get(name, {"crawl_id": sealed.crawl_id})
+    url = reverse(name, kwargs=kwargs)
     before = (db_state(), disk_state(data_dir))
 
     if method == "POST":
@@ -220,14 +250,18 @@ def test_every_crawl_view_obeys_the_admins_rules(
     else:
         response = client.get(url)
 
-    if allowed(kind, VIEW_RULES[(method, name)]):
+    rule = VIEW_RULES[(method, name)]
+    if allowed(kind, rule):
+        if name.startswith("crawls:progress") and not reads_all(kind, rule[0]):
+            assert response.status_code == 404  # not their crawl
+            return
         assert response.status_code in (200, 302), response.content
         if response.status_code == 302:
             assert response["Location"].startswith("/crawl/")  # the new crawl, not sign-in
         return
     if kind in ("anonymous", "inactive"):
         assert response.status_code == 302
-        assert response["Location"].startswith("/admin/login/?next=")
+        assert response["Location"].startswith("/login/?next=")
     else:
         assert response.status_code == 403
     assert (db_state(), disk_state(data_dir)) == before
@@ -301,6 +335,7 @@ OPEN_VIEWS = {
     "core:replay_wacz",
     "core:public_key",
     "core:public_keys",
+    "core:login",  # the sign-in page itself
 }
 
 
@@ -326,6 +361,13 @@ def test_every_archive_page_needs_the_view_permission(
 
     response = client.get(reverse(name, kwargs=kwargs))
 
+    if allowed(kind, ("core.view_snapshot", OWN)) and not reads_all(kind, "core.view_snapshot"):
+        # Let in, but the snapshot is not theirs: the index lists nothing, the rest is a 404.
+        expected = 200 if name == "core:index" else 404
+        assert response.status_code == expected, response
+        if name == "core:index":
+            assert str(sealed.pk) not in response.content.decode()
+        return
     if allowed(kind, "core.view_snapshot"):
         if name in READER_REDIRECTS:
             assert response.status_code == 302, response
@@ -334,15 +376,20 @@ def test_every_archive_page_needs_the_view_permission(
         assert response.status_code == 200, response
     elif kind in ("anonymous", "inactive"):
         assert response.status_code == 302
-        assert response["Location"].startswith("/admin/login/?next=")
+        assert response["Location"].startswith("/login/?next=")
     else:
         assert response.status_code == 403
 
 
-def test_a_public_archive_opens_its_pages_to_anyone(sealed: Snapshot, settings) -> None:
+def test_a_public_archive_opens_its_public_pages_to_anyone(sealed: Snapshot, settings) -> None:
     settings.PUBLIC_ARCHIVE = True
+    page = reverse("core:snapshot", args=[sealed.pk])
 
-    assert Client().get(reverse("core:snapshot", args=[sealed.pk])).status_code == 200
+    private = Client().get(page).status_code
+    Crawl.objects.filter(pk=sealed.crawl_id).update(public=True)
+
+    assert private == 404
+    assert Client().get(page).status_code == 200
 
 
 def test_a_refused_page_says_which_permission_is_missing() -> None:

@@ -168,7 +168,7 @@ def test_the_timeline_and_its_diffs_need_the_readers_permission(three) -> None:
     for page in pages:
         anonymous = Client().get(page)
         assert anonymous.status_code == 302
-        assert anonymous["Location"].startswith("/admin/login/?next=")
+        assert anonymous["Location"].startswith("/login/?next=")
         assert clerk.get(page).status_code == 403
 
 

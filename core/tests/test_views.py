@@ -63,13 +63,13 @@ def body(response) -> bytes:
     return b"".join(response.streaming_content)
 
 
-def test_anonymous_is_sent_to_the_admin_login(client: Client, snapshot: Snapshot) -> None:
+def test_anonymous_is_sent_to_sign_in(client: Client, snapshot: Snapshot) -> None:
     url = file_url(snapshot, "title/title.txt")
 
     response = client.get(url)
 
     assert response.status_code == 302
-    assert response["Location"].startswith(reverse("admin:login"))
+    assert response["Location"].startswith(reverse("core:login"))
     assert "next=" in response["Location"]
 
 
@@ -82,13 +82,16 @@ def test_a_user_who_is_not_staff_is_refused(client: Client, snapshot: Snapshot) 
 
 
 def test_staff_without_the_view_permission_is_refused(client: Client, snapshot: Snapshot) -> None:
-    client.force_login(staff_with("clerk", "crawls.add_crawl"))
-
+    client.force_login(staff_with("clerk", "crawls.change_crawl"))
     refused = client.get(file_url(snapshot, "title/title.txt"))
+    # May add, so let in, but reads only the crawls they added: not this one.
+    client.force_login(staff_with("adder", "crawls.add_crawl"))
+    not_theirs = client.get(file_url(snapshot, "title/title.txt"))
     client.force_login(staff_with("reader", "core.view_snapshot"))
     allowed = client.get(file_url(snapshot, "title/title.txt"))
 
     assert refused.status_code == 403
+    assert not_theirs.status_code == 404
     assert allowed.status_code == 200
 
 

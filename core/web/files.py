@@ -24,7 +24,7 @@ from django.views.decorators.http import require_safe
 
 from core.folder import signing
 from core.models import Snapshot
-from core.web.access import reader_required
+from core.web.access import readable_snapshots, reader_required
 from core.web.viewing import (
     PDF_TYPE,
     ViewLinkError,
@@ -91,11 +91,11 @@ def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> HttpResponse:
     """Return one file of a snapshot, sandboxed so archived scripts cannot act as Vellum.
 
     A document (HTML, SVG: ``viewing.is_document``) is a redirect (302) to its signed view
-    instead, where its own requisites load and nothing else does. 404 for an unknown snapshot
-    or a path that is not one of its files.
+    instead, where its own requisites load and nothing else does. 404 for an unknown snapshot,
+    one the reader may not read (core/web/access.py), or a path that is not one of its files.
     """
     try:
-        snapshot = Snapshot.objects.get(pk=snapshot_id)
+        snapshot = readable_snapshots(request).get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
         raise Http404("no such snapshot") from None
     file_path = resolve_snapshot_file(snapshot, path)

@@ -38,7 +38,7 @@ from core.services.captures import (
     url_mementos,
     url_resolve,
 )
-from core.web.access import reader_required
+from core.web.access import readable_snapshots, reader_required
 from core.web.timeline import requested_url, unknown_url
 from crawls.seeds import InvalidURL
 
@@ -71,7 +71,7 @@ def timegate(request: HttpRequest, url: str, timestamp: str | None = None) -> Ht
     except ValueError as error:
         problem = str(error) if timestamp is not None else f"Accept-Datetime {accept!r}: {error}"
         return unknown_url(request, normalized, problem, status=400)
-    snapshot = capture_nearest(url=normalized, moment=moment)
+    snapshot = capture_nearest(url=normalized, moment=moment, within=readable_snapshots(request))
     if snapshot is None:
         return unknown_url(request, normalized)
     memento = request.build_absolute_uri(reverse("core:snapshot", args=[snapshot.pk]))
@@ -93,7 +93,7 @@ def timemap(request: HttpRequest, url: str) -> HttpResponse:
         normalized = url_resolve(raw)
     except InvalidURL as error:
         return HttpResponse(f"{error}\n", status=400, content_type="text/plain; charset=utf-8")
-    mementos = url_mementos(url=normalized)
+    mementos = url_mementos(url=normalized, within=readable_snapshots(request))
     if not mementos:
         message = f"Vellum holds no sealed capture of {normalized}\n"
         return HttpResponse(message, status=404, content_type="text/plain; charset=utf-8")

@@ -21,7 +21,7 @@ from core.folder.wacz import WACZ_NAME
 from core.models import ArchiveResult, Snapshot
 from core.services import search
 from core.services.dedup import has_replay_wacz
-from core.web.access import reader_required
+from core.web.access import readable_snapshots, reader_required
 from core.web.origins import replay_url
 from core.web.outputs import REPLAY, choose_tab, fill_tab, snapshot_tabs
 from core.web.viewing import sign_view_link
@@ -32,20 +32,21 @@ PER_PAGE = 50
 @require_safe
 @reader_required
 def archive_index(request: HttpRequest) -> HttpResponse:
-    """The snapshots, newest first, 50 a page; with ``?q=`` those matching every word, best
-    match first (core/services/search.py)."""
+    """The snapshots the reader may read (core/web/access.py), newest first, 50 a page; with
+    ``?q=`` those matching every word, best match first (core/services/search.py)."""
     query = request.GET.get("q", "").strip()
+    readable = readable_snapshots(request)
     if query:
         limit = search.MAX_RESULTS
-        ids = search.search_snapshot_ids(query, limit=limit)
+        ids = search.search_snapshot_ids(query, limit=limit, within=readable)
         capped = len(ids) >= limit  # there may be more: the page says so
         page = Paginator(ids, PER_PAGE).get_page(request.GET.get("page"))
-        found = _with_results(Snapshot.objects.filter(pk__in=list(page.object_list)))
+        found = _with_results(readable.filter(pk__in=list(page.object_list)))
         by_id = {snapshot.pk: snapshot for snapshot in found}
         snapshots = [by_id[pk] for pk in page.object_list if pk in by_id]
     else:
         capped = False
-        page = Paginator(_with_results(Snapshot.objects.order_by("-created_at")), PER_PAGE)
+        page = Paginator(_with_results(readable.order_by("-created_at")), PER_PAGE)
         page = page.get_page(request.GET.get("page"))
         snapshots = list(page.object_list)
     rows = [_row(snapshot) for snapshot in snapshots]
@@ -61,11 +62,15 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
     the others, and its state, proofs and timeline link in a side panel. The ``files`` view
     lists every result with its state, reason and files.
 
-    404 for an unknown snapshot, and (plain text, naming the views it has) for a view it has
-    not.
+    404 for an unknown snapshot or one the reader may not read (core/web/access.py), and
+    (plain text, naming the views it has) for a view it has not.
     """
     try:
-        snapshot = Snapshot.objects.select_related("crawl", "unchanged_since").get(pk=snapshot_id)
+        snapshot = (
+            readable_snapshots(request)
+            .select_related("crawl", "unchanged_since")
+            .get(pk=snapshot_id)
+        )
     except Snapshot.DoesNotExist:
         raise Http404("no such snapshot") from None
     results = list(snapshot.results.order_by("pk"))

@@ -22,7 +22,7 @@ from core.admin.display import file_url, index_image_url
 from core.models import ArchiveResult, Snapshot
 from core.services.captures import Capture, url_captures, url_resolve
 from core.services.changes import MAX_DIFF_CHARS, captures_compare
-from core.web.access import reader_required
+from core.web.access import readable_snapshots, reader_required
 from crawls.seeds import InvalidURL
 
 # Captures listed on one page, the newest; the calendar counts them all.
@@ -53,7 +53,7 @@ def url_timeline(request: HttpRequest, url: str) -> HttpResponse:
         normalized = url_resolve(raw)
     except InvalidURL as error:
         return unknown_url(request, raw, str(error), status=400)
-    captures = url_captures(url=normalized)
+    captures = url_captures(url=normalized, within=readable_snapshots(request))
     if not captures:
         return unknown_url(request, normalized)
     listed = captures[:MAX_LISTED]
@@ -83,7 +83,9 @@ def url_diff(request: HttpRequest, url: str, before, after) -> HttpResponse:
         return unknown_url(request, url, str(error), status=400)
     found = {
         snapshot.pk: snapshot
-        for snapshot in Snapshot.objects.captures_of(normalized).filter(pk__in=[before, after])
+        for snapshot in readable_snapshots(request)
+        .captures_of(normalized)
+        .filter(pk__in=[before, after])
     }
     if before not in found or after not in found:
         raise Http404(f"these are not two captures of {normalized}")

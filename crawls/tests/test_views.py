@@ -51,7 +51,7 @@ def form(**fields) -> dict:
 def test_visitors_are_sent_to_sign_in() -> None:
     for path in ["/add/", "/crawl/1/", "/crawl/1/progress/"]:
         response = Client().get(path)
-        assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+        assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
 def test_pasted_urls_become_a_crawl_with_its_options(signed_in: Client, user) -> None:

@@ -1,7 +1,9 @@
 """URL routes: the admin, the REST API, the archive's pages and snapshot files."""
 
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
+from django.views.defaults import page_not_found
 
 from archive.api import api
 
@@ -20,3 +22,15 @@ urlpatterns = [
     path("", include("crawls.urls")),
     path("", include("core.urls")),
 ]
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Answer a path no route matches (a URL holding a line break in ``/api/v1/urls/<url>/...``,
+    say): under ``/api/`` as the API answers its own 404s, ``{"detail": ...}`` in JSON
+    (archive/api.py), elsewhere with Django's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "no such API path"}, status=404)
+    return page_not_found(request, exception)
+
+
+handler404 = not_found

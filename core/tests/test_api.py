@@ -424,3 +424,13 @@ def test_the_docs_page_uses_vellums_own_swagger_files_not_a_cdn() -> None:
 
     assert "/static/ninja/swagger-ui-bundle.js" in html
     assert "cdn." not in html
+
+
+def test_a_path_no_route_matches_is_a_json_404(api) -> None:
+    # A line break in the archived URL of /urls/<url>/captures matches no route at all.
+    response = api.get("/api/v1/urls/https://a.example/%0Aline/captures")
+    page = Client().get("/no-such-page/")
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no such API path"}
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")

@@ -20,7 +20,13 @@ from core.admin.removal import remove_with_files
 from core.admin.transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
 from core.models import Snapshot
-from core.services.crawls import CrawlOptions, check_crawl_options, crawl_hold, crawl_release
+from core.services.crawls import (
+    CrawlOptions,
+    check_crawl_options,
+    crawl_hold,
+    crawl_release,
+    crawls_set_public,
+)
 from core.services.export import ExportError, select_snapshots
 from core.services.profiles import describe_steps
 from core.services.rearchive import snapshots_retry_failed
@@ -46,20 +52,21 @@ def _release(crawl: Crawl) -> str:
 @admin.register(Crawl)
 class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
     list_display = ["id", "first_seed", "state", "depth", "progress", "tag_names", "created_at"]
-    list_filter = ["status", "tags", "profile", "schedule", "created_at"]
+    list_filter = ["status", "tags", "profile", "schedule", "public", "created_by", "created_at"]
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "hold_reason", "seeds", "depth", "any_host", "priority",
-                       "tag_names", "profile", "behaviours", "only_changes", "scope", "include",
-                       "exclude", "robots", "max_pages", "max_bytes", "host_concurrency",
-                       "host_delay_seconds", "stop_reason", "schedule",
+                       "tag_names", "profile", "behaviours", "only_changes", "public", "scope",
+                       "include", "exclude", "robots", "max_pages", "max_bytes",
+                       "host_concurrency", "host_delay_seconds", "stop_reason", "schedule",
                        "estimate_summary",
                        "source_file",
                        "input_summary", "notify_webhook", "notify_email", "created_by",
                        "created_at", "start_ts", "end_ts", "retry_at", "snapshots_link",
                        "report_json"]  # fmt: skip
     fields = readonly_fields
-    actions = ["hold_crawls", "release_crawls", "retry_failed", "export_wacz", "remove_files"]
+    actions = ["hold_crawls", "release_crawls", "retry_failed", "mark_public", "mark_private",
+               "export_wacz", "remove_files"]  # fmt: skip
     fsm_services = {"hold": _hold, "release": _release}
     fsm_forms = {"hold": HoldForm}
 
@@ -83,6 +90,21 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
     def retry_failed(self, request, queryset):
         count = snapshots_retry_failed(snapshots=Snapshot.objects.filter(crawl__in=queryset))
         self.message_user(request, f"{count} failed result(s) queued again.")
+
+    @admin.action(
+        description="Mark selected crawls public (shown to everyone while PUBLIC_ARCHIVE is on)",
+        permissions=["transition"],
+    )
+    def mark_public(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        count = crawls_set_public(crawl_ids=ids, public=True)
+        self.message_user(request, f"{count} crawl(s) marked public.")
+
+    @admin.action(description="Mark selected crawls private", permissions=["transition"])
+    def mark_private(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        count = crawls_set_public(crawl_ids=ids, public=False)
+        self.message_user(request, f"{count} crawl(s) marked private.")
 
     @admin.action(
         description="Remove selected crawls and delete their folders", permissions=["remove"]

@@ -487,6 +487,13 @@ def crawl_report(*, crawl: Crawl) -> dict:
     return report
 
 
+def crawls_set_public(*, crawl_ids: Sequence[int], public: bool) -> int:
+    """Mark the crawls ``crawl_ids`` public (their snapshots shown to everyone while
+    PUBLIC_ARCHIVE is on) or not; return how many were changed (those already so are left
+    alone)."""
+    return Crawl.objects.filter(pk__in=crawl_ids).exclude(public=public).update(public=public)
+
+
 def crawl_hold(*, crawl_id: int, reason: str = "") -> Crawl:
     """Hold crawl ``crawl_id`` (``reason``: why, shown by ``status`` and the admin): none of its
     records is claimed until it is released; work under way finishes. Raises

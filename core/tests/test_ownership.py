@@ -239,3 +239,26 @@ def test_a_public_archive_shows_visitors_only_what_is_marked_public(adas, graces
     assert visitor.get(reverse("core:snapshot", args=[adas.pk])).status_code == 404
     file = reverse("core:snapshot_file", args=[adas.pk, "title/title.txt"])
     assert visitor.get(file).status_code == 404
+
+
+def test_the_admin_marks_crawls_public_and_private(adas, graces, admin_client: Client) -> None:
+    ids = [str(adas.crawl_id), str(graces.crawl_id)]
+    changelist = reverse("admin:crawls_crawl_changelist")
+
+    admin_client.post(changelist, {"action": "mark_public", "_selected_action": ids})
+    public = set(Crawl.objects.filter(public=True).values_list("pk", flat=True))
+    admin_client.post(changelist, {"action": "mark_private", "_selected_action": ids[:1]})
+
+    assert public == {adas.crawl_id, graces.crawl_id}
+    assert list(Crawl.objects.filter(public=True).values_list("pk", flat=True)) == [graces.crawl_id]
+
+
+def test_a_user_without_the_change_permission_cannot_mark_a_crawl_public(adas) -> None:
+    client = signed_in(keeper("viewer"))
+    viewer = get_user_model().objects.get(username="viewer")
+    viewer.user_permissions.set(permissions("crawls.view_crawl"))
+    changelist = reverse("admin:crawls_crawl_changelist")
+
+    client.post(changelist, {"action": "mark_public", "_selected_action": [str(adas.crawl_id)]})
+
+    assert not Crawl.objects.filter(public=True).exists()

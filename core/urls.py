@@ -1,4 +1,4 @@
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.views import LoginView, LogoutView
 from django.urls import path, re_path
 
 from core.web import files, memento, pages, replay, timeline
@@ -10,6 +10,7 @@ urlpatterns = [
     # Sign-in for every user, staff or not (the admin's own sign-in takes staff only): a user
     # holding crawls.add_crawl adds and reads back their own captures (core/web/access.py).
     path("login/", LoginView.as_view(template_name="vellum/login.html"), name="login"),
+    path("logout/", LogoutView.as_view(next_page="core:login"), name="logout"),  # POST only
     path(
         "snapshot/<uuid:snapshot_id>/",
         memento.memento_headers(pages.snapshot_page),

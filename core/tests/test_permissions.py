@@ -335,7 +335,8 @@ OPEN_VIEWS = {
     "core:replay_wacz",
     "core:public_key",
     "core:public_keys",
-    "core:login",  # the sign-in page itself
+    "core:login",  # signing in and out
+    "core:logout",
 }
 
 

@@ -219,3 +219,20 @@ def test_the_api_refuses_a_bad_url_saying_why(user) -> None:
     assert response.status_code == 400
     assert "detail" in response.json()
     assert not Crawl.objects.exists()
+
+
+def test_a_user_signs_in_and_out_on_vellums_own_pages(user) -> None:
+    user.set_password("a long enough passphrase")
+    user.save()
+    client = Client()
+
+    signed = client.post(
+        "/login/?next=/add/", {"username": "ada", "password": "a long enough passphrase",
+                               "next": "/add/"}
+    )  # fmt: skip
+    header = client.get("/add/").content.decode()
+    client.post("/logout/")
+
+    assert signed.status_code == 302 and signed["Location"] == "/add/"
+    assert "Sign out" in header
+    assert client.get("/add/")["Location"].startswith("/login/")

@@ -49,6 +49,7 @@ class CrawlIn(Schema):
     tags: list[str] = []
     priority: int = 0
     profile: str = ""
+    persona: str = Field("", description="Sign in as this stored persona (manage.py persona)")
     webhook: str = ""
     email: str = ""
     behaviour_seconds: float | None = Field(
@@ -215,6 +216,7 @@ def add(request, body: CrawlIn):
             host_concurrency=body.host_concurrency,
             host_delay_seconds=body.host_delay_seconds,
             public=body.public,
+            persona=body.persona,
         ),
         created_by=request.auth,
     )

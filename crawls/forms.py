@@ -12,7 +12,7 @@ from core.services.crawls import (
 )
 from crawls.choices import CrawlScope
 from crawls.inputs import FORMATS
-from crawls.models import Profile
+from crawls.models import Persona, Profile
 
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024  # as manage.py add reads at most
 
@@ -38,6 +38,13 @@ class AddForm(forms.Form):
         to_field_name="name",
         empty_label="default",
         help_text="Which extractors run (manage.py profile list).",
+    )
+    persona = forms.ModelChoiceField(
+        queryset=Persona.objects.all(),
+        required=False,
+        to_field_name="name",
+        empty_label="none (signed out)",
+        help_text="Whose cookies and headers the capture sends (manage.py persona list).",
     )
     behaviour_seconds = forms.FloatField(
         label="Behaviour seconds",

@@ -14,6 +14,8 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from archive.env import is_cron
 from core.extractors.behaviours import BehaviourOptions
+from core.extractors.credentials import Credentials
+from crawls import persona_store
 from crawls.choices import CrawlScope, CrawlStatus, SkipReason
 from crawls.profiles import PlannedStep, default_steps, plan_steps
 from orchestrator.models import WorkItem, WorkQuerySet
@@ -168,6 +170,52 @@ def visible_filter(user, *, read_perm: str, owner: str, public: str, with_public
     return allowed
 
 
+class Persona(models.Model):
+    """What a site needs to recognise a signed-in user: cookies, extra headers, a user agent.
+
+    Cookies and headers are stored encrypted (crawls/persona_store.py) in ``secrets``; they are
+    never shown, exported or recorded. Removing a persona leaves its crawls' snapshots intact.
+    """
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=300, blank=True)
+    user_agent = models.CharField(
+        max_length=512, blank=True, help_text="Sent instead of USER_AGENT (empty: the default)."
+    )
+    secrets = models.TextField(blank=True, editable=False, help_text="Encrypted; never shown.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    modified_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def credentials(self) -> Credentials:
+        """Decrypt the stored cookies and headers; ValueError when the key cannot."""
+        stored = (
+            Credentials.from_json(persona_store.decrypt(self.secrets)) if self.secrets else None
+        )
+        return Credentials(
+            cookies=stored.cookies if stored else [],
+            headers=stored.headers if stored else {},
+            user_agent=self.user_agent,
+        )
+
+    def set_credentials(self, credentials: Credentials) -> None:
+        """Encrypt ``credentials``' cookies and headers into ``secrets`` (the caller saves)."""
+        self.secrets = persona_store.encrypt(credentials.to_json())
+
+    def summary(self) -> str:
+        """What may be shown of it: counts, never values."""
+        try:
+            held = self.credentials()
+        except ValueError as error:
+            return str(error)
+        return f"{len(held.cookies)} cookies, {len(held.headers)} headers"
+
+
 class CrawlQuerySet(WorkQuerySet):
     ACTIVE_STATES = CrawlStatus.active()
 
@@ -212,6 +260,14 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         on_delete=models.PROTECT,
         related_name="crawls",
         help_text="The steps its snapshots run; none: every extractor of settings.EXTRACTORS.",
+    )
+    persona = models.ForeignKey(
+        Persona,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="crawls",
+        help_text="Who the crawl signs in as: its cookies, headers and user agent.",
     )
     schedule = models.ForeignKey(
         "crawls.CrawlSchedule",
@@ -426,6 +482,9 @@ class CrawlSchedule(Politeness):
     priority = models.SmallIntegerField(default=0)
     profile = models.ForeignKey(
         Profile, null=True, blank=True, on_delete=models.PROTECT, related_name="schedules"
+    )
+    persona = models.ForeignKey(
+        Persona, null=True, blank=True, on_delete=models.SET_NULL, related_name="schedules"
     )
     notify_webhook = models.URLField(max_length=2048, blank=True)
     notify_email = models.CharField(max_length=512, blank=True)

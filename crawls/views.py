@@ -45,6 +45,7 @@ def add_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data, source_name = form.input_data()
         profile = form.cleaned_data["profile"]
+        persona = form.cleaned_data["persona"]
         try:
             crawl = crawl_create(
                 data=data,
@@ -59,6 +60,7 @@ def add_page(request: HttpRequest) -> HttpResponse:
                     only_changes=form.cleaned_data["only_changes"],
                     **form.politeness(),
                     public=form.cleaned_data["public"],
+                    persona=persona.name if persona else "",
                 ),
                 created_by=request.user,
             )

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from django.conf import settings
 
 from core.extractors.addresses import Refusal
+from core.extractors.credentials import Credentials
 from core.extractors.errors import Outcome, timeout_reason, too_large_reason, unreachable
 from core.extractors.fetch import download_limit
 from core.extractors.process import CommandResult, binary_version, find_binary, run_command
@@ -158,6 +159,9 @@ class Extractor:
     # Of the WARCs a snapshot's extractors write, replay plays those of the highest priority
     # first, and the others only for the URLs those lack (core/folder/wacz.py).
     replay_priority: ClassVar[int] = 0
+    # The crawl's persona, decrypted, for the run under way (core/services/results.py sets it
+    # around ``run`` and clears it after): None when the crawl signs in as no one.
+    credentials: Credentials | None = None
 
     @property
     def options(self) -> dict:
@@ -188,7 +192,10 @@ class Extractor:
 
     @property
     def user_agent(self) -> str:
-        """The User-Agent this extractor sends: its ``user_agent`` option, else USER_AGENT."""
+        """The User-Agent this extractor sends: the persona's, else its ``user_agent`` option,
+        else USER_AGENT."""
+        if self.credentials is not None and self.credentials.user_agent:
+            return self.credentials.user_agent
         return self.options.get("user_agent") or settings.USER_AGENT
 
     @property
@@ -198,8 +205,14 @@ class Extractor:
         return list(self.options.get("arguments", ()))
 
     def curl_options(self) -> dict:
-        """Keyword arguments for ``fetch``: this extractor's timeout, user agent and arguments."""
-        return {"timeout": self.timeout, "user_agent": self.user_agent, "arguments": self.arguments}
+        """Keyword arguments for ``fetch``: this extractor's timeout, user agent, arguments and
+        the persona's credentials."""
+        return {
+            "timeout": self.timeout,
+            "user_agent": self.user_agent,
+            "arguments": self.arguments,
+            "credentials": self.credentials,
+        }
 
     @property
     def enabled(self) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, TypeVar
 from django.conf import settings
 
 from core.extractors.behaviours import WATCH_SCRIPT
+from core.extractors.credentials import Credentials
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, on_shutdown
 from core.extractors.recorder import Recorder
@@ -247,6 +249,7 @@ class Browser:
         user_agent: str,
         timeout: float,
         load_key: Hashable = None,
+        credentials: Credentials | None = None,
     ) -> R | T:
         """Return ``capture(page)`` of ``url`` loaded by ``load(page)``, or what ``load``
         returned when it was not None (the page cannot be captured), in the browser's thread.
@@ -264,10 +267,20 @@ class Browser:
         Playwright's own timeouts are set to it, and when it passes anyway (a call without a
         timeout of its own, such as ``page.pdf``, on a hung renderer) the browser is killed and
         DeadlineMissed raised. Whatever ``load`` or ``capture`` raise (Playwright's errors
-        included) is raised here.
+        included) is raised here. ``credentials`` (a persona's) give the context its cookies (a
+        storage state) and extra headers; a page loaded with others is not reused.
         """
+        signed_in = (
+            hashlib.sha256(credentials.to_json().encode()).hexdigest() if credentials else None
+        )
         job = self._thread.submit(
-            self._visit, (url, user_agent, load_key), load, capture, user_agent, timeout
+            self._visit,
+            (url, user_agent, load_key, signed_in),
+            load,
+            capture,
+            user_agent,
+            timeout,
+            credentials,
         )
         try:
             return job.result(timeout=timeout + DEADLINE_GRACE)
@@ -277,7 +290,15 @@ class Browser:
                 job.result(timeout=CLOSE_TIMEOUT)
             raise DeadlineMissed(f"chromium timed out after {timeout:g} s") from None
 
-    def _visit(self, key: tuple, load, capture, user_agent: str, timeout: float):
+    def _visit(
+        self,
+        key: tuple,
+        load,
+        capture,
+        user_agent: str,
+        timeout: float,
+        credentials: Credentials | None = None,
+    ):
         page = self._last_page(key)
         reused = page is not None
         if not reused:
@@ -289,6 +310,8 @@ class Browser:
                 accept_downloads=False,
                 # A service worker's fetches are made where the recorder cannot see them.
                 service_workers="block",
+                storage_state=credentials.storage_state() if credentials else None,
+                extra_http_headers=credentials.headers if credentials else None,
             )
             Recorder.attach(context)
             context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll

@@ -20,6 +20,7 @@ from pathlib import Path
 from django.conf import settings
 
 from core.extractors.addresses import Refusal
+from core.extractors.credentials import Credentials, cookies_file, persona_arguments
 from core.extractors.errors import (
     Outcome,
     classify_curl_exit,
@@ -80,6 +81,7 @@ def fetch(
     timeout: float,
     user_agent: str = "",
     arguments: Sequence[str] = (),
+    credentials: Credentials | None = None,
 ) -> FetchResult:
     """GET ``url`` into ``body_path``; keep curl's header dump in ``headers_path`` if given.
 
@@ -88,15 +90,21 @@ def fetch(
     ``arguments`` (extra curl options) come from the calling extractor's EXTRACTOR_OPTIONS. The
     outcome is classified by curl's exit code, then by the final HTTP status
     (core/extractors/errors.py); the final response's header fields and Retry-After are read
-    from the dump. Raises LookupError if curl is not installed.
+    from the dump. ``credentials`` (a persona's) are sent as a cookie file in a private
+    folder (``--cookie FILE``) and ``--header`` options, which the recorded command redacts.
+    Raises LookupError if curl is not installed.
     """
     curl = find_binary("curl")
     if curl is None:
         raise LookupError("curl not found")
     dump = headers_path or body_path.with_name(body_path.name + ".headers")
-    cmd = _curl_command(curl, url, body_path, dump, timeout, user_agent, arguments)
     try:
-        done, fields = _run_curl(cmd, body_path, dump, timeout, log_path)
+        with cookies_file(credentials) as cookies:
+            cmd = _curl_command(
+                curl, url, body_path, dump, timeout, user_agent,
+                [*persona_arguments(credentials, cookies, "--cookie"), *arguments],
+            )  # fmt: skip
+            done, fields = _run_curl(cmd, body_path, dump, timeout, log_path)
     finally:
         if headers_path is None:
             dump.unlink(missing_ok=True)

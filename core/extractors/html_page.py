@@ -25,6 +25,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.credentials import Credentials
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch, header
 
@@ -96,11 +97,17 @@ def get_page(
 
 
 def fetch_page(
-    url: str, *, out_dir: Path, timeout: float, user_agent: str = "", arguments: Sequence[str] = ()
+    url: str,
+    *,
+    out_dir: Path,
+    timeout: float,
+    user_agent: str = "",
+    arguments: Sequence[str] = (),
+    credentials: Credentials | None = None,
 ) -> tuple[FetchResult, Page | None]:
     """GET ``url`` with curl; return the fetch and, if it succeeded with HTML, the page.
 
-    ``timeout``, ``user_agent`` and ``arguments`` are passed to ``fetch``.
+    ``timeout``, ``user_agent``, ``arguments`` and ``credentials`` are passed to ``fetch``.
     The body goes to a temporary file in ``out_dir`` that is deleted before returning; curl's
     log stays in ``out_dir/curl.log``. Raises LookupError if curl is not installed.
     """
@@ -114,6 +121,7 @@ def fetch_page(
             timeout=timeout,
             user_agent=user_agent,
             arguments=arguments,
+            credentials=credentials,
         )
         if result.outcome is not Outcome.SUCCEEDED or not result.is_html:
             return result, None

@@ -169,6 +169,7 @@ class ChromiumExtractor(Extractor):
                 # Another snapshot's page (a capture of the same URL seconds later: a re-add,
                 # a schedule), or one behaved otherwise, is not this capture's to take.
                 load_key=(getattr(snapshot, "pk", None), behaviour),
+                credentials=self.credentials,
             )
             if isinstance(done, tuple):
                 output.outcome, output.error, output.retry_after = done

@@ -68,21 +68,33 @@ def redact_text(text: str, *, secrets: Iterable[str] = (), headers: Iterable[str
     return text
 
 
-def scrub_folder(folder: Path, arguments: Sequence[str], *, tool: str | None = None) -> list[Path]:
+def scrub_folder(
+    folder: Path,
+    arguments: Sequence[str],
+    *,
+    tool: str | None = None,
+    secrets: Iterable[str] = (),
+    headers: Iterable[str] = (),
+) -> list[Path]:
     """Rewrite what a tool wrote under ``folder`` so no credential of ``arguments`` remains.
 
     ``arguments`` are the extra arguments the extractor was given (EXTRACTOR_OPTIONS), the only
     place Vellum's tools get credentials from; ``tool`` names the program for its short options.
     Logs and text files (TEXT_SUFFIXES) are redacted with ``redact_text``; WARCs (WARC_SUFFIXES)
     have their request, warcinfo, metadata and resource records redacted (responses are what
-    the server sent and stay). Files are rewritten in place only when something changed;
-    returns those. A file that cannot be read or rewritten is logged and left.
+    the server sent and stay). ``secrets`` and ``headers`` add the values and header names a
+    persona gave the tool (core/extractors/credentials.py). Files are rewritten in place only
+    when something changed; returns those. A file that cannot be read or rewritten is logged
+    and left.
 
     WARCs are read only when ``arguments`` hid something: without them Vellum sent no
     credential, and a Cookie in a request record is one the archived site set (parsing every
     WARC of every run would cost some 10 ms a page for nothing).
     """
     found = redact(arguments, tool=tool)
+    # A persona's cookie and header values, and its header names (crawls.Persona).
+    found.secrets.update(secrets)
+    found.headers.update(headers)
     ours = bool(found.secrets or found.headers)
     changed = []
     for path in sorted(folder.rglob("*")):

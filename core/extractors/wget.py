@@ -13,6 +13,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, Format, HasURL, Output
+from core.extractors.credentials import cookies_file, persona_arguments
 from core.extractors.errors import Outcome, classify_wget_exit, egress_failure
 from core.extractors.fetch import parse_retry_after
 from core.extractors.html_page import unavailable
@@ -96,8 +97,9 @@ class WgetExtractor(Extractor):
         Output(f"{WARC_DIR}/*.warc", Format.WARC),
     )
 
-    def command(self, wget: str, url: str) -> list[str]:
-        """Return the wget command line for ``url``, to run in the output folder."""
+    def command(self, wget: str, url: str, cookies: Path | None = None) -> list[str]:
+        """Return the wget command line for ``url``, to run in the output folder, sending the
+        persona's ``cookies`` file (``--load-cookies``) and headers, if any."""
         return [
             wget,
             # No /etc/wgetrc nor ~/.wgetrc: none may turn the egress proxy off (use_proxy).
@@ -123,6 +125,7 @@ class WgetExtractor(Extractor):
             "--max-redirect=10",
             f"--user-agent={self.user_agent}",
             f"--warc-file={WARC_PATH.removesuffix('.warc.gz')}",
+            *persona_arguments(self.credentials, cookies, "--load-cookies"),
             *self.arguments,
             url,
         ]  # fmt: skip
@@ -158,9 +161,14 @@ class WgetExtractor(Extractor):
         """Run wget once into ``out_dir``; return the command, its output (classified when it
         failed) and the saved page's path, None unless the capture stands."""
         (out_dir / WARC_PATH).parent.mkdir(parents=True, exist_ok=True)
-        done, output = self.run_tool(
-            "wget", self.command(wget, url), out_dir, log_name=log_name, timeout=timeout
-        )
+        with cookies_file(self.credentials) as cookies:
+            done, output = self.run_tool(
+                "wget",
+                self.command(wget, url, cookies),
+                out_dir,
+                log_name=log_name,
+                timeout=timeout,
+            )
         if done.timed_out or done.too_large:
             return done, output, None
         main = read_log((out_dir / log_name).read_text(encoding="utf-8", errors="replace"))

@@ -22,7 +22,7 @@ from core.models import ArchiveResult, Snapshot, Tag
 from core.services.scope import crawl_admit, crawl_screen
 from crawls.choices import CrawlScope, CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
-from crawls.models import Crawl, Profile
+from crawls.models import Crawl, Persona, Profile
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
 from crawls.scope import PatternError, parse_patterns
 from crawls.seeds import InputError, InvalidURL
@@ -63,7 +63,7 @@ class CrawlOptions:
     following links once ``max_bytes`` bytes are written (None: no limit); run at most
     ``host_concurrency`` results of one host at once (None: HOST_CONCURRENCY) and start them
     ``host_delay_seconds`` apart; with ``public``, show it to everyone while PUBLIC_ARCHIVE is
-    on. check_crawl_options checks them."""
+    on; sign in as the Persona named ``persona`` ("": none). check_crawl_options checks them."""
 
     depth: int = 0
     any_host: bool = False
@@ -84,6 +84,7 @@ class CrawlOptions:
     host_concurrency: int | None = None
     host_delay_seconds: float = 0
     public: bool = False
+    persona: str = ""
 
 
 DEFAULT_OPTIONS = CrawlOptions()
@@ -148,6 +149,7 @@ def crawl_create(
             host_concurrency=options.host_concurrency,
             host_delay_seconds=options.host_delay_seconds,
             public=options.public,
+            persona=checked.persona,
             schedule=schedule,
         )
         crawl.tags.set([Tag.objects.get_or_create(name=name)[0] for name in checked.tags])
@@ -172,6 +174,7 @@ class CheckedOptions:
     profile: Profile | None
     behaviour_seconds: float | None = None
     scroll_page_limit: int | None = None
+    persona: Persona | None = None
 
 
 def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
@@ -191,7 +194,13 @@ def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
     pages = _clean_scroll_page_limit(options.scroll_page_limit)
     webhook, email = _clean_notify(options.notify_webhook, options.notify_email)
     return CheckedOptions(
-        _clean_tags(options.tags), webhook, email, _find_profile(options.profile), seconds, pages
+        _clean_tags(options.tags),
+        webhook,
+        email,
+        _find_profile(options.profile),
+        seconds,
+        pages,
+        _find_persona(options.persona),
     )
 
 
@@ -284,6 +293,18 @@ def _find_profile(name: str) -> Profile | None:
     except Profile.DoesNotExist:
         stored = ", ".join(Profile.objects.values_list("name", flat=True)) or "none stored"
         raise InputError(f"unknown profile {name!r} (profiles: {stored})") from None
+
+
+def _find_persona(name: str) -> Persona | None:
+    """The stored persona called ``name`` (none given: None); raise InputError naming the
+    stored ones when there is no such persona."""
+    if not name:
+        return None
+    try:
+        return Persona.objects.get(name=name)
+    except Persona.DoesNotExist:
+        stored = ", ".join(Persona.objects.values_list("name", flat=True)) or "none stored"
+        raise InputError(f"unknown persona {name!r} (personas: {stored})") from None
 
 
 def _seed_details(parsed: ParsedInput) -> dict[str, dict]:

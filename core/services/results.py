@@ -22,6 +22,7 @@ from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus
 from core.extractors.base import ExtractorOutput
+from core.extractors.credentials import Credentials
 from core.extractors.errors import Outcome
 from core.extractors.process import CommandCancelled
 from core.extractors.registry import get_extractor
@@ -159,6 +160,8 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
     the files it wrote (its tool's logs and WARCs, core/extractors/scrubbing.py) before they
     are kept, moved into place or checksummed.
     """
+    credentials = _persona_credentials(snapshot)
+    extractor.credentials = credentials
     try:
         return extractor.run(snapshot, work_dir)
     except CommandCancelled:
@@ -172,7 +175,30 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
             outcome=Outcome.FATAL, error=f"internal error: {type(error).__name__}: {error}"
         )
     finally:
-        scrub_folder(work_dir, extractor.arguments, tool=next(iter(extractor.binaries), None))
+        extractor.credentials = None
+        scrub_folder(
+            work_dir,
+            extractor.arguments,
+            tool=next(iter(extractor.binaries), None),
+            secrets=credentials.secrets() if credentials else (),
+            headers=credentials.headers if credentials else (),
+        )
+
+
+def _persona_credentials(snapshot: Snapshot) -> Credentials | None:
+    """The decrypted credentials of the persona ``snapshot``'s crawl signs in as, or None.
+
+    A persona whose secrets the key no longer opens gives none (logged): the page is then
+    captured signed out, as with no persona, rather than not at all.
+    """
+    persona = snapshot.crawl.persona if snapshot.crawl_id else None
+    if persona is None:
+        return None
+    try:
+        return persona.credentials()
+    except ValueError as error:
+        logger.warning("persona %s of crawl %s: %s", persona.name, snapshot.crawl_id, error)
+        return None
 
 
 def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: Path) -> None:

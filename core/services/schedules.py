@@ -58,6 +58,7 @@ def schedule_create(
         tags=",".join(checked.tags),
         priority=options.priority,
         profile=checked.profile,
+        persona=checked.persona,
         notify_webhook=checked.notify_webhook,
         notify_email=checked.notify_email,
         behaviour_seconds=checked.behaviour_seconds,
@@ -142,6 +143,7 @@ def _options_of(schedule: CrawlSchedule) -> CrawlOptions:
         scroll_page_limit=schedule.scroll_page_limit,
         only_changes=schedule.only_changes,
         **schedule.politeness_options(),
+        persona=schedule.persona.name if schedule.persona else "",
     )
 
 

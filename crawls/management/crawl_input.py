@@ -52,6 +52,12 @@ def add_crawl_arguments(parser) -> None:
         help="The profile (steps to run) by name; default: the one marked default, else "
         "every extractor. manage.py profile list shows them.",
     )
+    parser.add_argument(
+        "--persona",
+        default="",
+        help="Sign in as this persona (its cookies, headers, user agent); manage.py persona "
+        "list shows them. Default: none.",
+    )
     # Taken as typed: check_crawl_options reads the numbers, and names what is wrong in one line.
     parser.add_argument(
         "--behaviour-seconds",
@@ -184,5 +190,6 @@ def crawl_keywords(options: dict, source_name: str, depth: int) -> dict:
             max_bytes=options.get("max_bytes"),
             host_concurrency=options.get("host_concurrency"),
             host_delay_seconds=options.get("host_delay", 0.0),
+            persona=options["persona"],
         ),
     }

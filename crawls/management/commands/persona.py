@@ -1,0 +1,92 @@
+"""``manage.py persona list|add|remove|login``: who a crawl may sign in as (issue 21)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from core.management.database import require_migrated_database
+from core.services.personas import persona_remove, persona_save
+from crawls.models import Persona
+from crawls.seeds import InputError
+
+LOGIN_HELP = """\
+To sign in once and keep the session as persona {name}:
+  1. On a desktop, open {url} in Chromium or Firefox and sign in.
+  2. Export the site's cookies as a Netscape cookies.txt (an extension such as "Get cookies.txt
+     LOCALLY"), or save a Playwright storage state:
+       npx playwright open --save-storage=state.json {url}
+  3. Import it here:  manage.py persona add {name} --cookies state.json
+Then archive with:    manage.py add --persona {name} URL
+"""
+
+
+class Command(BaseCommand):
+    help = (
+        "List, add (import cookies.txt or a Playwright storage state, headers, user agent) or "
+        "remove personas; a crawl names one with add --persona NAME. Secrets are never shown."
+    )
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True)
+        actions.add_parser("list", help="Every persona, with how many cookies and headers.")
+        add = actions.add_parser("add", help="Create a persona, or update what is given.")
+        add.add_argument("name")
+        add.add_argument(
+            "--cookies",
+            type=Path,
+            help="A Netscape cookies.txt or a Playwright storage state (JSON); - reads stdin.",
+        )
+        add.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            help="'Name: value', sent with every request (repeat for more).",
+        )
+        add.add_argument("--user-agent", help="Sent instead of USER_AGENT.")
+        add.add_argument("--description")
+        remove = actions.add_parser("remove", help="Delete a persona; snapshots stay.")
+        remove.add_argument("name")
+        login = actions.add_parser("login", help="Say how to sign in once and import it.")
+        login.add_argument("name")
+        login.add_argument("url")
+
+    def handle(self, *args, action, **options):
+        require_migrated_database()
+        try:
+            if action == "list":
+                self._list()
+            elif action == "add":
+                persona = persona_save(
+                    name=options["name"],
+                    cookies=self._read(options["cookies"]),
+                    headers=options["header"],
+                    user_agent=options["user_agent"],
+                    description=options["description"],
+                )
+                self.stdout.write(f"persona {persona.name}: {persona.summary()}")
+            elif action == "remove":
+                persona_remove(name=options["name"])
+                self.stdout.write(f"persona {options['name']} removed")
+            else:
+                self.stdout.write(LOGIN_HELP.format(name=options["name"], url=options["url"]))
+        except InputError as error:
+            raise CommandError(str(error)) from None
+
+    def _list(self) -> None:
+        for persona in Persona.objects.all():
+            agent = f", user agent {persona.user_agent!r}" if persona.user_agent else ""
+            self.stdout.write(f"{persona.name}: {persona.summary()}{agent}")
+
+    @staticmethod
+    def _read(path: Path | None) -> str | None:
+        if path is None:
+            return None
+        if str(path) == "-":
+            return sys.stdin.read()
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise CommandError(f"cannot read {path}: {error}") from None

@@ -19,6 +19,7 @@ from core.admin.readonly import ReadOnlyAdminMixin
 from core.admin.removal import remove_with_files
 from core.admin.transitions import HoldForm, ServiceTransitionsMixin
 from core.choices import SnapshotStatus
+from core.extractors.credentials import parse_cookies
 from core.models import Snapshot
 from core.services.crawls import (
     CrawlOptions,
@@ -28,6 +29,7 @@ from core.services.crawls import (
     crawls_set_public,
 )
 from core.services.export import ExportError, select_snapshots
+from core.services.personas import persona_save
 from core.services.profiles import describe_steps
 from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
@@ -35,7 +37,7 @@ from core.services.schedules import schedule_run_now
 from crawls.choices import CrawlScope
 from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
-from crawls.models import POLITENESS_FIELDS, Crawl, CrawlSchedule, Profile, cron_next
+from crawls.models import POLITENESS_FIELDS, Crawl, CrawlSchedule, Persona, Profile, cron_next
 from crawls.seeds import InputError
 
 
@@ -56,7 +58,8 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
     search_fields = ["seeds"]
     date_hierarchy = "created_at"
     readonly_fields = ["id", "state", "hold_reason", "seeds", "depth", "any_host", "priority",
-                       "tag_names", "profile", "behaviours", "only_changes", "public", "scope",
+                       "tag_names", "profile", "persona", "behaviours", "only_changes", "public",
+                       "scope",
                        "include", "exclude", "robots", "max_pages", "max_bytes",
                        "host_concurrency", "host_delay_seconds", "stop_reason", "schedule",
                        "estimate_summary",
@@ -225,6 +228,72 @@ class ProfileAdmin(admin.ModelAdmin):
             return f"invalid: {'; '.join(error.messages)}"
 
 
+class PersonaForm(forms.ModelForm):
+    """Name, description and user agent as fields; cookies and headers write-only: a new file
+    or header list replaces the stored ones, and what is stored is never shown."""
+
+    cookies = forms.FileField(
+        required=False,
+        help_text="A Netscape cookies.txt or a Playwright storage state (JSON); replaces the "
+        "stored cookies. Empty: keep them.",
+    )
+    headers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="'Name: value' per line, sent with every request; replaces the stored ones. "
+        "Empty: keep them.",
+    )
+
+    class Meta:
+        model = Persona
+        fields = ["name", "description", "user_agent"]
+
+    def clean_cookies(self) -> str | None:
+        upload = self.cleaned_data.get("cookies")
+        if upload is None:
+            return None
+        try:
+            text = upload.read().decode("utf-8")
+            if not parse_cookies(text):
+                raise ValidationError("The cookies file holds no cookie.")
+        except UnicodeDecodeError:
+            raise ValidationError("The cookies file is not UTF-8 text.") from None
+        except ValueError as error:
+            raise ValidationError(str(error)) from None
+        return text
+
+    def clean_headers(self) -> str:
+        text = self.cleaned_data.get("headers", "")
+        for line in text.splitlines():
+            if line.strip() and ":" not in line:
+                raise ValidationError(f"A header is 'Name: value', not {line!r}.")
+        return text
+
+
+@admin.register(Persona)
+class PersonaAdmin(admin.ModelAdmin):
+    """Personas: what a crawl signs in with. Their cookies and headers are counted here, never
+    shown; deleting one leaves its crawls' snapshots."""
+
+    form = PersonaForm
+    list_display = ["name", "description", "held", "user_agent", "modified_at"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["held"]
+
+    @admin.display(description="Secrets held (encrypted)")
+    def held(self, persona: Persona) -> str:
+        return persona.summary()
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        lines = [line for line in form.cleaned_data["headers"].splitlines() if line.strip()]
+        if form.cleaned_data["cookies"] is not None or lines:
+            try:
+                persona_save(name=obj.name, cookies=form.cleaned_data["cookies"], headers=lines)
+            except InputError as error:
+                self.message_user(request, f"Secrets not changed: {error}", messages.ERROR)
+
+
 class CrawlScheduleForm(forms.ModelForm):
     """Checks the input and options as ``schedule add`` does, so a saved schedule runs."""
 
@@ -236,7 +305,7 @@ class CrawlScheduleForm(forms.ModelForm):
     class Meta:
         model = CrawlSchedule
         fields = ["cron", "enabled", "source", "parser", "depth", "any_host", "tags", "priority",
-                  "profile", "notify_webhook", "notify_email", "behaviour_seconds",
+                  "profile", "persona", "notify_webhook", "notify_email", "behaviour_seconds",
                   "scroll_page_limit", "only_changes", *POLITENESS_FIELDS]  # fmt: skip
         widgets = {"parser": forms.Select(choices=[(f, f) for f in ["auto", *FORMATS]])}
 

@@ -97,6 +97,7 @@ class CrawlOut(Schema):
     priority: int
     tags: list[str]
     profile: str | None
+    persona: str | None = Field(None, description="The persona's name; its secrets never")
     behaviour_seconds: float | None
     scroll_page_limit: int | None
     only_changes: bool
@@ -125,6 +126,10 @@ class CrawlOut(Schema):
     @staticmethod
     def resolve_profile(crawl: Crawl) -> str | None:
         return crawl.profile.name if crawl.profile else None
+
+    @staticmethod
+    def resolve_persona(crawl: Crawl) -> str | None:
+        return crawl.persona.name if crawl.persona else None
 
 
 class CrawlDetail(CrawlOut):
@@ -169,7 +174,7 @@ class Retried(Schema):
 def _crawl(crawl_id: int, user=None) -> Crawl:
     """The crawl ``crawl_id``, among those ``user`` may read (None: any). Raises
     Crawl.DoesNotExist naming it (a 404)."""
-    crawls = Crawl.objects.select_related("profile")
+    crawls = Crawl.objects.select_related("profile", "persona")
     if user is not None:
         crawls = crawls.visible_to(user)
     try:
@@ -264,7 +269,9 @@ def save(request, body: SaveIn):
 @paginate(BoundedPageNumberPagination, page_size=PAGE_SIZE)
 def list_crawls(request, filters: Query[CrawlFilters]):
     crawls = (
-        Crawl.objects.visible_to(request.auth).select_related("profile").prefetch_related("tags")
+        Crawl.objects.visible_to(request.auth)
+        .select_related("profile", "persona")
+        .prefetch_related("tags")
     )
     if filters.status:
         crawls = crawls.filter(status=filters.status)

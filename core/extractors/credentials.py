@@ -13,6 +13,7 @@ import contextlib
 import json
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.cookiejar import LoadError, MozillaCookieJar
@@ -130,7 +131,9 @@ def parse_cookies_txt(text: str) -> list[Cookie]:
         path.write_text(body + "\n")
         jar = MozillaCookieJar(str(path))
         try:
-            jar.load(ignore_discard=True, ignore_expires=True)
+            with warnings.catch_warnings():  # cookiejar warns of a bad line before raising
+                warnings.simplefilter("ignore")
+                jar.load(ignore_discard=True, ignore_expires=True)
         except LoadError as error:
             raise ValueError(f"not a Netscape cookies.txt file: {error}") from None
     return [
@@ -141,7 +144,7 @@ def parse_cookies_txt(text: str) -> list[Cookie]:
             path=c.path or "/",
             secure=bool(c.secure),
             http_only=(c.domain, c.name) in http_only,
-            expires=c.expires,
+            expires=c.expires or None,  # 0: a session cookie
         )
         for c in jar
     ]

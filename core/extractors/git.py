@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL, MainOutput
+from core.extractors.credentials import Credentials, cookies_file
 from core.extractors.errors import (
     Outcome,
     classify_http_status,
@@ -131,7 +132,31 @@ def is_ref_advertisement(content_type: str, body: bytes) -> bool:
     return bool(lines) and all(REF_LINE.fullmatch(line) for line in lines)
 
 
-def probe(url: str, *, out_dir: Path, timeout: float, user_agent: str) -> tuple[FetchResult, bool]:
+def persona_config(credentials: Credentials | None, cookies: Path | None) -> dict[str, str]:
+    """git configuration, as environment variables (git-config(1) GIT_CONFIG_COUNT), giving
+    git over HTTP the persona's ``cookies`` file (``http.cookieFile``) and headers
+    (``http.extraHeader``): nothing of them is on the command line. ``{}`` without one."""
+    if credentials is None:
+        return {}
+    config = [("http.cookieFile", str(cookies))] if cookies else []
+    config += [
+        ("http.extraHeader", f"{name}: {value}") for name, value in credentials.headers.items()
+    ]
+    env = {"GIT_CONFIG_COUNT": str(len(config))}
+    for index, (key, value) in enumerate(config):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
+def probe(
+    url: str,
+    *,
+    out_dir: Path,
+    timeout: float,
+    user_agent: str,
+    credentials: Credentials | None = None,
+) -> tuple[FetchResult, bool]:
     """GET ``<url>/info/refs?service=git-upload-pack`` as git's own ref discovery does.
 
     ``url`` is a ``repository_url``; ``timeout`` is in seconds. Return the fetch and whether
@@ -139,13 +164,20 @@ def probe(url: str, *, out_dir: Path, timeout: float, user_agent: str) -> tuple[
     temporary file in ``out_dir``, deleted before returning; curl's log stays in
     ``out_dir/curl.log``. Raises LookupError if curl is not installed.
     """
-    result, start = read_info_refs(url, out_dir=out_dir, timeout=timeout, user_agent=user_agent)
+    result, start = read_info_refs(
+        url, out_dir=out_dir, timeout=timeout, user_agent=user_agent, credentials=credentials
+    )
     found = result.outcome is Outcome.SUCCEEDED and is_ref_advertisement(result.content_type, start)
     return result, found
 
 
 def read_info_refs(
-    url: str, *, out_dir: Path, timeout: float, user_agent: str
+    url: str,
+    *,
+    out_dir: Path,
+    timeout: float,
+    user_agent: str,
+    credentials: Credentials | None = None,
 ) -> tuple[FetchResult, bytes]:
     """Fetch ``<url>/info/refs?service=git-upload-pack`` as ``probe`` does; return the fetch
     and the first PROBE_READ_BYTES of its body (b"" unless it succeeded)."""
@@ -158,6 +190,7 @@ def read_info_refs(
             log_path=out_dir / "curl.log",
             timeout=timeout,
             user_agent=user_agent,
+            credentials=credentials,
         )
         if result.outcome is not Outcome.SUCCEEDED:
             return result, b""
@@ -252,9 +285,14 @@ class GitExtractor(Extractor):
         return self._clone(git, url, out_dir)
 
     def _check_options(self) -> dict:
-        """Keyword arguments for a curl check of info/refs: short (at most PROBE_SECONDS) and
-        with this extractor's user agent; its ``arguments`` are git's, not curl's."""
-        return {"timeout": min(PROBE_SECONDS, self.timeout), "user_agent": self.user_agent}
+        """Keyword arguments for a curl check of info/refs: short (at most PROBE_SECONDS), with
+        this extractor's user agent and the persona's credentials; its ``arguments`` are git's,
+        not curl's."""
+        return {
+            "timeout": min(PROBE_SECONDS, self.timeout),
+            "user_agent": self.user_agent,
+            "credentials": self.credentials,
+        }
 
     def command(self, git: str, url: str, mirror: str) -> list[str]:
         """Return the ``git clone --mirror`` command line for ``url`` into ``mirror``."""
@@ -273,7 +311,9 @@ class GitExtractor(Extractor):
         """Run the clone and classify how it ended."""
         mirror = mirror_name(url)
         cmd = self.command(git, url, mirror)
-        done, output = self.run_tool("git", cmd, out_dir, log_name=LOG_NAME, env=GIT_ENV)
+        with cookies_file(self.credentials) as cookies:
+            env = {**GIT_ENV, **persona_config(self.credentials, cookies)}
+            done, output = self.run_tool("git", cmd, out_dir, log_name=LOG_NAME, env=env)
         if output.outcome is not Outcome.SUCCEEDED:  # timed out, or wrote too much
             return output
         log = (out_dir / LOG_NAME).read_text(encoding="utf-8", errors="replace")

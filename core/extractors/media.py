@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
+from core.extractors.credentials import cookies_file, persona_arguments
 from core.extractors.errors import (
     Outcome,
     classify_http_status,
@@ -192,8 +193,9 @@ class MediaExtractor(Extractor):
     binaries = ("yt-dlp", "curl")  # curl: the check for signs of media (outcome_without_ytdlp)
     depends_on = ("wget",)  # when the profile runs wget: the page is read from its WARC
 
-    def command(self, ytdlp: str, url: str) -> list[str]:
-        """Return the yt-dlp command line for ``url``, to run in the output folder."""
+    def command(self, ytdlp: str, url: str, cookies: Path | None = None) -> list[str]:
+        """Return the yt-dlp command line for ``url``, to run in the output folder, with the
+        persona's ``cookies`` file (``--cookies``) and headers, if any."""
         filters = [arg for expr in MATCH_FILTERS for arg in ("--match-filters", expr)]
         return [
             ytdlp,
@@ -222,6 +224,7 @@ class MediaExtractor(Extractor):
             "--output", OUTPUT_TEMPLATE,
             "--print-to-file", "after_move:filepath", FILES_LIST,
             "--add-headers", f"User-Agent:{self.user_agent}",
+            *persona_arguments(self.credentials, cookies, "--cookies", "--add-headers"),
             *self.arguments,
             url,
         ]  # fmt: skip
@@ -243,7 +246,11 @@ class MediaExtractor(Extractor):
             return None
         # Not curl_options(): the arguments option holds yt-dlp's arguments, not curl's.
         result, page = get_page(
-            snapshot, out_dir=out_dir, timeout=self.timeout, user_agent=self.user_agent
+            snapshot,
+            out_dir=out_dir,
+            timeout=self.timeout,
+            user_agent=self.user_agent,
+            credentials=self.credentials,
         )
         if result.outcome is not Outcome.SUCCEEDED:
             return output_from_fetch(result)
@@ -274,13 +281,14 @@ class MediaExtractor(Extractor):
             return unavailable(error)
         files_list = out_dir / FILES_LIST
         try:
-            done, output = self.run_tool(
-                "yt-dlp",
-                self.command(ytdlp, snapshot.url),
-                out_dir,
-                log_name=LOG_NAME,
-                timeout=max(deadline - time.monotonic(), MIN_YTDLP_SECONDS),
-            )
+            with cookies_file(self.credentials) as cookies:
+                done, output = self.run_tool(
+                    "yt-dlp",
+                    self.command(ytdlp, snapshot.url, cookies),
+                    out_dir,
+                    log_name=LOG_NAME,
+                    timeout=max(deadline - time.monotonic(), MIN_YTDLP_SECONDS),
+                )
             saved = _read_files_list(files_list, out_dir)
         finally:
             remove(files_list)

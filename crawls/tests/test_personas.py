@@ -1,0 +1,256 @@
+"""Personas (issue 21 item 1): import, encryption at rest, the persona command, a crawl naming
+one (add, schedule, the add page, the API, the admin), and what the tools are given."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from core.extractors.credentials import (
+    Cookie,
+    Credentials,
+    cookies_file,
+    parse_cookies,
+    persona_arguments,
+)
+from core.extractors.git import GitExtractor, persona_config
+from core.extractors.media import MediaExtractor
+from core.extractors.redaction import redact_command
+from core.services.crawls import CrawlOptions, crawl_create
+from core.services.personas import persona_remove, persona_save
+from core.tests.users import staff_with
+from crawls.models import Crawl, CrawlSchedule, Persona
+from crawls.persona_store import KEY_NAME
+from crawls.seeds import InputError
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("data_dir")]
+
+VALUE = "tok-9d8e7f6a5b4c"
+COOKIES_TXT = (
+    "# Netscape HTTP Cookie File\n"
+    f"#HttpOnly_.example.com\tTRUE\t/\tTRUE\t2000000000\tsid\t{VALUE}\n"
+    "example.com\tFALSE\t/app\tFALSE\t0\ttheme\tdark\n"
+)
+STORAGE_STATE = json.dumps(
+    {
+        "cookies": [
+            {"name": "sid", "value": VALUE, "domain": ".example.com", "path": "/",
+             "expires": -1, "httpOnly": True, "secure": True, "sameSite": "Lax"}
+        ],
+        "origins": [],
+    }
+)  # fmt: skip
+
+
+# --- import and encryption -----------------------------------------------------------------------
+
+
+def test_a_cookies_txt_is_read_with_its_httponly_lines() -> None:
+    cookies = parse_cookies(COOKIES_TXT)
+
+    assert cookies == [
+        Cookie("sid", VALUE, ".example.com", "/", secure=True, http_only=True, expires=2000000000),
+        Cookie("theme", "dark", "example.com", "/app", expires=None),
+    ]
+
+
+def test_a_playwright_storage_state_is_read() -> None:
+    assert parse_cookies(STORAGE_STATE) == [
+        Cookie("sid", VALUE, ".example.com", "/", secure=True, http_only=True, expires=None)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("this is not a cookie file\n\tat all", "not a Netscape cookies.txt"),
+        ('{"origins": []}', "not a Playwright storage state"),
+        ('{"cookies": [{"name": "a"}]}', "not a Playwright storage state"),
+    ],
+)
+def test_bad_cookie_files_are_refused_with_a_clear_error(text, message) -> None:
+    with pytest.raises(InputError, match=message):
+        persona_save(name="reader", cookies=text)
+    assert not Persona.objects.exists()
+
+
+def test_secrets_are_stored_encrypted_with_a_private_key(data_dir: Path) -> None:
+    persona = persona_save(name="reader", cookies=COOKIES_TXT, headers=["X-Api-Key: k-12345"])
+
+    stored = Persona.objects.get(pk=persona.pk)
+    assert VALUE not in stored.secrets and "k-12345" not in stored.secrets
+    held = stored.credentials()
+    assert [c.value for c in held.cookies] == [VALUE, "dark"]
+    assert held.headers == {"X-Api-Key": "k-12345"}
+    key = data_dir / "keys" / KEY_NAME
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_a_persona_the_key_does_not_open_says_so(data_dir: Path) -> None:
+    persona_save(name="reader", cookies=COOKIES_TXT)
+    (data_dir / "keys" / KEY_NAME).unlink()  # a new key is made: the old secrets are lost
+
+    persona = Persona.objects.get(name="reader")
+    with pytest.raises(ValueError, match="cannot be decrypted"):
+        persona.credentials()
+    assert "cannot be decrypted" in persona.summary()
+
+
+def test_updating_keeps_what_is_not_given() -> None:
+    persona_save(name="reader", cookies=COOKIES_TXT, headers=["X-A: 1"])
+    persona_save(name="reader", user_agent="Reader/1.0")
+
+    held = Persona.objects.get(name="reader").credentials()
+    assert (len(held.cookies), held.headers, held.user_agent) == (2, {"X-A": "1"}, "Reader/1.0")
+
+
+@pytest.mark.parametrize(
+    ("name", "headers", "message"),
+    [("Not A Slug", [], "persona name"), ("reader", ["no colon here"], "'Name: value'")],
+)
+def test_bad_names_and_headers_are_refused(name, headers, message) -> None:
+    with pytest.raises(InputError, match=message):
+        persona_save(name=name, headers=headers)
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def test_the_command_adds_lists_and_removes_without_showing_secrets(tmp_path: Path) -> None:
+    cookies = tmp_path / "cookies.txt"
+    cookies.write_text(COOKIES_TXT)
+    out = io.StringIO()
+
+    call_command("persona", "add", "reader", "--cookies", str(cookies),
+                 "--header", "Authorization: Bearer abcdef123", stdout=out)  # fmt: skip
+    call_command("persona", "list", stdout=out)
+    call_command("persona", "login", "reader", "https://example.com/", stdout=out)
+    call_command("persona", "remove", "reader", stdout=out)
+
+    text = out.getvalue()
+    assert "reader: 2 cookies, 1 headers" in text
+    assert "--save-storage" in text
+    assert VALUE not in text and "abcdef123" not in text
+    assert not Persona.objects.exists()
+
+
+def test_the_command_names_what_is_wrong(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="cannot read"):
+        call_command("persona", "add", "reader", "--cookies", str(tmp_path / "missing.txt"))
+    with pytest.raises(CommandError, match="no persona 'nobody'"):
+        call_command("persona", "remove", "nobody")
+
+
+# --- a crawl names one ---------------------------------------------------------------------------
+
+
+def test_add_and_schedule_take_a_persona_and_refuse_an_unknown_one() -> None:
+    persona_save(name="reader", cookies=COOKIES_TXT)
+    out = io.StringIO()
+
+    call_command("add", "--persona", "reader", "https://example.com/", stdout=out)
+    call_command("schedule", "add", "0 * * * *", "https://example.org/", "--persona", "reader",
+                 stdout=out)  # fmt: skip
+    with pytest.raises(CommandError, match="unknown persona 'nobody' \\(personas: reader\\)"):
+        call_command("add", "--persona", "nobody", "https://example.net/", stdout=out)
+
+    assert Crawl.objects.get().persona.name == "reader"
+    assert CrawlSchedule.objects.get().persona.name == "reader"
+
+
+def test_the_add_page_and_the_api_take_a_persona_and_show_only_its_name() -> None:
+    persona_save(name="reader", cookies=COOKIES_TXT)
+    client = Client()
+    client.force_login(staff_with("adder", "crawls.add_crawl", "crawls.view_crawl"))
+
+    client.post("/add/", {"urls": "https://example.com/", "parser": "auto", "depth": 0,
+                          "persona": "reader"})  # fmt: skip
+    made = client.post("/api/v1/crawls", {"urls": ["https://example.org/"], "persona": "reader"},
+                       content_type="application/json")  # fmt: skip
+    listed = client.get("/api/v1/crawls")
+
+    assert made.status_code == 201 and made.json()["persona"] == "reader"
+    assert [c.persona.name for c in Crawl.objects.all()] == ["reader", "reader"]
+    assert VALUE not in listed.content.decode()
+
+
+def test_removing_a_persona_leaves_its_crawls() -> None:
+    persona_save(name="reader", cookies=COOKIES_TXT)
+    crawl = crawl_create(
+        data=b"https://example.com/\n",
+        source_name="urls.txt",
+        options=CrawlOptions(persona="reader"),
+    )
+
+    persona_remove(name="reader")
+
+    crawl.refresh_from_db()
+    assert crawl.persona is None
+
+
+def test_the_admin_takes_secrets_but_never_shows_them(tmp_path: Path) -> None:
+    client = Client()
+    client.force_login(staff_with("keeper", "crawls.add_persona", "crawls.change_persona",
+                                  "crawls.view_persona"))  # fmt: skip
+    upload = io.BytesIO(COOKIES_TXT.encode())
+    upload.name = "cookies.txt"
+
+    client.post("/admin/crawls/persona/add/", {"name": "reader", "description": "",
+                "user_agent": "", "cookies": upload, "headers": "X-Api-Key: k-12345"})  # fmt: skip
+    persona = Persona.objects.get(name="reader")
+    page = client.get(f"/admin/crawls/persona/{persona.pk}/change/").content.decode()
+    bad = client.post(f"/admin/crawls/persona/{persona.pk}/change/", {"name": "reader",
+                      "description": "", "user_agent": "", "headers": "no colon"})  # fmt: skip
+
+    assert persona.summary() == "2 cookies, 1 headers"
+    assert "2 cookies, 1 headers" in page
+    assert VALUE not in page and "k-12345" not in page and persona.secrets not in page
+    assert bad.status_code == 200 and "A header is" in bad.content.decode()
+
+
+# --- what the tools are given --------------------------------------------------------------------
+
+
+def held() -> Credentials:
+    return Credentials(cookies=parse_cookies(COOKIES_TXT), headers={"X-Api-Key": "k-12345"})
+
+
+def test_the_cookie_file_is_private_and_removed_after() -> None:
+    with cookies_file(held()) as path:
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert f"sid\t{VALUE}" in path.read_text() and "#HttpOnly_" not in path.read_text()
+    assert not path.exists()
+
+
+def test_recorded_commands_hide_persona_headers(tmp_path: Path) -> None:
+    media = MediaExtractor()
+    media.credentials = held()
+    cmd = media.command("yt-dlp", "https://example.com/v", tmp_path / "cookies.txt")
+
+    assert ["--cookies", str(tmp_path / "cookies.txt")] == cmd[cmd.index("--cookies") :][:2]
+    assert "X-Api-Key: k-12345" in cmd
+    assert "k-12345" not in " ".join(redact_command(cmd))
+    assert persona_arguments(None, None, "--cookie") == []
+
+
+def test_git_gets_the_persona_through_its_environment(tmp_path: Path) -> None:
+    env = persona_config(held(), tmp_path / "cookies.txt")
+
+    assert env == {
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "http.cookieFile",
+        "GIT_CONFIG_VALUE_0": str(tmp_path / "cookies.txt"),
+        "GIT_CONFIG_KEY_1": "http.extraHeader",
+        "GIT_CONFIG_VALUE_1": "X-Api-Key: k-12345",
+    }
+    git = GitExtractor()
+    git.credentials = held()
+    assert "k-12345" not in " ".join(git.command("git", "https://example.com/r.git", "r.git"))

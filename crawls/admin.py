@@ -246,7 +246,7 @@ class PersonaForm(forms.ModelForm):
 
     class Meta:
         model = Persona
-        fields = ["name", "description", "user_agent"]
+        fields = ["name", "description", "user_agent", "keep_in_warcs"]
 
     def clean_cookies(self) -> str | None:
         upload = self.cleaned_data.get("cookies")

@@ -182,6 +182,11 @@ class Persona(models.Model):
     user_agent = models.CharField(
         max_length=512, blank=True, help_text="Sent instead of USER_AGENT (empty: the default)."
     )
+    keep_in_warcs = models.BooleanField(
+        default=False,
+        help_text="Keep the Cookie and Authorization headers sent in the WARCs' request records "
+        "(default: they are replaced by '...redacted...').",
+    )
     secrets = models.TextField(blank=True, editable=False, help_text="Encrypted; never shown.")
     created_at = models.DateTimeField(auto_now_add=True)
     modified_at = models.DateTimeField(auto_now=True)
@@ -201,6 +206,7 @@ class Persona(models.Model):
             cookies=stored.cookies if stored else [],
             headers=stored.headers if stored else {},
             user_agent=self.user_agent,
+            keep_in_warcs=self.keep_in_warcs,
         )
 
     def set_credentials(self, credentials: Credentials) -> None:

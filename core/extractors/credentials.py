@@ -38,11 +38,14 @@ class Cookie:
 
 @dataclass
 class Credentials:
-    """Cookies, extra headers (``{name: value}``) and a user agent ("" for the default)."""
+    """Cookies, extra headers (``{name: value}``) and a user agent ("" for the default);
+    ``keep_in_warcs``: leave the Cookie and Authorization headers sent in the WARCs' request
+    records (default: they are replaced, core/extractors/scrubbing.py)."""
 
     cookies: list[Cookie] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     user_agent: str = ""
+    keep_in_warcs: bool = False
 
     def secrets(self) -> set[str]:
         """Every value that must not remain in a recorded file: cookie and header values."""

@@ -75,6 +75,7 @@ def scrub_folder(
     tool: str | None = None,
     secrets: Iterable[str] = (),
     headers: Iterable[str] = (),
+    persona_in_warcs: bool = False,
 ) -> list[Path]:
     """Rewrite what a tool wrote under ``folder`` so no credential of ``arguments`` remains.
 
@@ -83,7 +84,9 @@ def scrub_folder(
     Logs and text files (TEXT_SUFFIXES) are redacted with ``redact_text``; WARCs (WARC_SUFFIXES)
     have their request, warcinfo, metadata and resource records redacted (responses are what
     the server sent and stay). ``secrets`` and ``headers`` add the values and header names a
-    persona gave the tool (core/extractors/credentials.py). Files are rewritten in place only
+    persona gave the tool (core/extractors/credentials.py); with ``persona_in_warcs`` (the
+    persona's choice) they stay in the WARCs' request records, so that a replay can show what
+    was sent, and only those of ``arguments`` are taken out there. Files are rewritten in place only
     when something changed; returns those. A file that cannot be read or rewritten is logged
     and left.
 
@@ -92,10 +95,12 @@ def scrub_folder(
     WARC of every run would cost some 10 ms a page for nothing).
     """
     found = redact(arguments, tool=tool)
+    from_arguments = Redaction(secrets=set(found.secrets), headers=set(found.headers))
     # A persona's cookie and header values, and its header names (crawls.Persona).
     found.secrets.update(secrets)
     found.headers.update(headers)
-    ours = bool(found.secrets or found.headers)
+    in_warcs = found if persona_in_warcs is False else from_arguments
+    ours = bool(in_warcs.secrets or in_warcs.headers)
     changed = []
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not path.is_file():
@@ -104,7 +109,7 @@ def scrub_folder(
             if path.name.endswith(WARC_SUFFIXES):
                 if not ours:
                     continue
-                rewritten = scrub_warc(path, found)
+                rewritten = scrub_warc(path, in_warcs)
             elif path.name.endswith(TEXT_SUFFIXES):
                 rewritten = _scrub_text_file(path, found)
             else:

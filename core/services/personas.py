@@ -19,12 +19,14 @@ def persona_save(
     headers: Sequence[str] = (),
     user_agent: str | None = None,
     description: str | None = None,
+    keep_in_warcs: bool | None = None,
 ) -> Persona:
     """Create the persona ``name``, or update it, and return it.
 
     ``cookies`` is the text of a Netscape ``cookies.txt`` or a Playwright storage state (JSON);
     given, it replaces the stored cookies. ``headers`` (``"Name: value"`` each), given, replace
-    the stored extra headers. Secrets are encrypted before they are saved
+    the stored extra headers; ``user_agent``, ``description`` and ``keep_in_warcs`` (None: keep
+    as is) set those fields. Secrets are encrypted before they are saved
     (crawls/persona_store.py). Raises InputError for a name that is no slug, cookies that do
     not parse, or a header without a colon.
     """
@@ -58,6 +60,8 @@ def persona_save(
             persona.user_agent = user_agent
         if description is not None:
             persona.description = description
+        if keep_in_warcs is not None:
+            persona.keep_in_warcs = keep_in_warcs
         persona.save()
     return persona
 

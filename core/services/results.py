@@ -182,6 +182,7 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
             tool=next(iter(extractor.binaries), None),
             secrets=credentials.secrets() if credentials else (),
             headers=credentials.headers if credentials else (),
+            persona_in_warcs=bool(credentials and credentials.keep_in_warcs),
         )
 
 

@@ -3,6 +3,7 @@ one (add, schedule, the add page, the API, the admin), and what the tools are gi
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import stat
@@ -12,6 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
 
 from core.extractors.credentials import (
     Cookie,
@@ -23,6 +26,7 @@ from core.extractors.credentials import (
 from core.extractors.git import GitExtractor, persona_config
 from core.extractors.media import MediaExtractor
 from core.extractors.redaction import redact_command
+from core.extractors.scrubbing import scrub_folder
 from core.services.crawls import CrawlOptions, crawl_create
 from core.services.personas import persona_remove, persona_save
 from core.tests.users import staff_with
@@ -128,14 +132,14 @@ def test_the_command_adds_lists_and_removes_without_showing_secrets(tmp_path: Pa
     cookies.write_text(COOKIES_TXT)
     out = io.StringIO()
 
-    call_command("persona", "add", "reader", "--cookies", str(cookies),
+    call_command("persona", "add", "reader", "--cookies", str(cookies), "--keep-in-warcs",
                  "--header", "Authorization: Bearer abcdef123", stdout=out)  # fmt: skip
     call_command("persona", "list", stdout=out)
     call_command("persona", "login", "reader", "https://example.com/", stdout=out)
     call_command("persona", "remove", "reader", stdout=out)
 
     text = out.getvalue()
-    assert "reader: 2 cookies, 1 headers" in text
+    assert "reader: 2 cookies, 1 headers, kept in WARCs" in text
     assert "--save-storage" in text
     assert VALUE not in text and "abcdef123" not in text
     assert not Persona.objects.exists()
@@ -254,3 +258,36 @@ def test_git_gets_the_persona_through_its_environment(tmp_path: Path) -> None:
     git = GitExtractor()
     git.credentials = held()
     assert "k-12345" not in " ".join(git.command("git", "https://example.com/r.git", "r.git"))
+
+
+# --- the WARC's request records ------------------------------------------------------------------
+
+
+def request_warc(path: Path) -> Path:
+    """A WARC holding one request record that sent the persona's cookie."""
+    with open(path, "wb") as stream:
+        writer = WARCWriter(stream, gzip=True)
+        headers = StatusAndHeaders(
+            "GET / HTTP/1.1",
+            [("Host", "example.com"), ("Cookie", f"sid={VALUE}")],
+            is_http_request=True,
+        )
+        writer.write_record(
+            writer.create_warc_record("https://example.com/", "request", http_headers=headers)
+        )
+    return path
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_persona_chooses_whether_its_cookie_stays_in_request_records(
+    tmp_path: Path, keep: bool
+) -> None:
+    warc = request_warc(tmp_path / "archive.warc.gz")
+    (tmp_path / "tool.log").write_text(f"sent sid={VALUE}\n")
+    credentials = held()
+
+    scrub_folder(tmp_path, [], secrets=credentials.secrets(), headers=credentials.headers,
+                 persona_in_warcs=keep)  # fmt: skip
+
+    assert (VALUE.encode() in gzip.decompress(warc.read_bytes())) is keep
+    assert VALUE not in (tmp_path / "tool.log").read_text()  # logs: always taken out

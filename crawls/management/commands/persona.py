@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -47,6 +48,12 @@ class Command(BaseCommand):
         )
         add.add_argument("--user-agent", help="Sent instead of USER_AGENT.")
         add.add_argument("--description")
+        add.add_argument(
+            "--keep-in-warcs",
+            action=argparse.BooleanOptionalAction,
+            help="Keep the Cookie and Authorization headers sent in the WARCs' request records "
+            "(default: no, they are replaced).",
+        )
         remove = actions.add_parser("remove", help="Delete a persona; snapshots stay.")
         remove.add_argument("name")
         login = actions.add_parser("login", help="Say how to sign in once and import it.")
@@ -65,6 +72,7 @@ class Command(BaseCommand):
                     headers=options["header"],
                     user_agent=options["user_agent"],
                     description=options["description"],
+                    keep_in_warcs=options["keep_in_warcs"],
                 )
                 self.stdout.write(f"persona {persona.name}: {persona.summary()}")
             elif action == "remove":
@@ -78,7 +86,8 @@ class Command(BaseCommand):
     def _list(self) -> None:
         for persona in Persona.objects.all():
             agent = f", user agent {persona.user_agent!r}" if persona.user_agent else ""
-            self.stdout.write(f"{persona.name}: {persona.summary()}{agent}")
+            kept = ", kept in WARCs" if persona.keep_in_warcs else ""
+            self.stdout.write(f"{persona.name}: {persona.summary()}{agent}{kept}")
 
     @staticmethod
     def _read(path: Path | None) -> str | None:

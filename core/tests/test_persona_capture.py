@@ -29,6 +29,7 @@ from crawls.models import Persona
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
+TOKEN = "hdr-token-51a7c0ffee"  # an extra header's value, no more allowed in a file than the cookie
 EXTRACTORS = ["wget", "title", "htmltotext", "screenshot", "dom", "singlefile", "recording"]
 
 
@@ -107,7 +108,7 @@ def every_file_text(root: Path) -> Iterator[tuple[Path, bytes]]:
 def test_a_signed_in_page_is_in_every_output_and_the_cookie_in_no_file(
     own_data_dir, signin_site
 ) -> None:
-    persona_save(name="reader", cookies=cookies_txt())
+    persona_save(name="reader", cookies=cookies_txt(), headers=[f"X-Reader-Token: {TOKEN}"])
 
     signed_in = archived(signin_site, persona="reader")
     signed_out = archived(signin_site)
@@ -127,8 +128,15 @@ def test_a_signed_in_page_is_in_every_output_and_the_cookie_in_no_file(
     if tesseract_available():
         assert MARKER in text_in_image(signed_in.output_dir / "screenshot/screenshot.png")
         assert MARKER not in text_in_image(signed_out.output_dir / "screenshot/screenshot.png")
-    leaks = [str(p) for p, text in every_file_text(own_data_dir) if SESSION.encode() in text]
+    leaks = [
+        str(path)
+        for path, text in every_file_text(own_data_dir)
+        if SESSION.encode() in text or TOKEN.encode() in text
+    ]
     assert leaks == []
+    # The header was sent (wget's recorded command names it), its value hidden.
+    wget_cmd = " ".join(signed_in.results.get(extractor="wget").cmd)
+    assert "X-Reader-Token: " in wget_cmd and TOKEN not in wget_cmd
     # The store holds it encrypted only.
     assert SESSION not in Persona.objects.get(name="reader").secrets
 

@@ -127,7 +127,11 @@ def test_bad_names_and_headers_are_refused(name, headers, message) -> None:
 # --- the command ---------------------------------------------------------------------------------
 
 
-def test_the_command_adds_lists_and_removes_without_showing_secrets(tmp_path: Path) -> None:
+def test_the_command_adds_lists_and_removes_without_showing_secrets(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)  # no window to open: login says how
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     cookies = tmp_path / "cookies.txt"
     cookies.write_text(COOKIES_TXT)
     out = io.StringIO()

@@ -7,14 +7,17 @@ import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from playwright.sync_api import Error as PlaywrightError
 
+from core.extractors.signin import can_open_window, sign_in
 from core.management.database import require_migrated_database
 from core.services.personas import persona_remove, persona_save
 from crawls.models import Persona
 from crawls.seeds import InputError
 
 LOGIN_HELP = """\
-To sign in once and keep the session as persona {name}:
+To sign in once elsewhere and keep the session as persona {name} (with a display here,
+DISPLAY set, e.g. Xvfb and a VNC viewer, persona login opens the window itself):
   1. On a desktop, open {url} in Chromium or Firefox and sign in.
   2. Export the site's cookies as a Netscape cookies.txt (an extension such as "Get cookies.txt
      LOCALLY"), or save a Playwright storage state:
@@ -56,9 +59,16 @@ class Command(BaseCommand):
         )
         remove = actions.add_parser("remove", help="Delete a persona; snapshots stay.")
         remove.add_argument("name")
-        login = actions.add_parser("login", help="Say how to sign in once and import it.")
+        login = actions.add_parser(
+            "login",
+            help="Sign in once in a Chromium window and keep its cookies (with a display), "
+            "else say how to do it on a desktop.",
+        )
         login.add_argument("name")
         login.add_argument("url")
+        login.add_argument(
+            "--print", action="store_true", help="Only say how, even with a display."
+        )
 
     def handle(self, *args, action, **options):
         require_migrated_database()
@@ -78,10 +88,23 @@ class Command(BaseCommand):
             elif action == "remove":
                 persona_remove(name=options["name"])
                 self.stdout.write(f"persona {options['name']} removed")
-            else:
+            elif options["print"] or not can_open_window():
                 self.stdout.write(LOGIN_HELP.format(name=options["name"], url=options["url"]))
+            else:
+                self._login(options["name"], options["url"])
         except InputError as error:
             raise CommandError(str(error)) from None
+
+    def _login(self, name: str, url: str) -> None:
+        self.stdout.write(f"Sign in at {url} in the window that opens, then close the window.")
+        try:
+            state = sign_in(url)
+        except LookupError as error:
+            raise CommandError(str(error)) from None
+        except PlaywrightError as error:
+            raise CommandError(f"the browser could not open {url}: {error.message}") from None
+        persona = persona_save(name=name, cookies=state)
+        self.stdout.write(f"persona {persona.name}: {persona.summary()}")
 
     def _list(self) -> None:
         for persona in Persona.objects.all():

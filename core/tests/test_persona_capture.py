@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from archive.testing import artifact_path
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.browser import close_shared_browser
 from core.folder.wacz import WACZ_NAME
@@ -25,6 +26,9 @@ from core.services.personas import persona_save
 from core.tests.ocr import tesseract_available, text_in_image
 from core.tests.pipeline import archive_crawl
 from core.tests.signin_site import MARKER, SESSION, SignInSite, cookies_txt
+from core.tests.test_isolation import staff_browser
+from core.tests.test_replay_theft import replayed
+from core.web.origins import replay_url
 from crawls.models import Persona
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -139,6 +143,26 @@ def test_a_signed_in_page_is_in_every_output_and_the_cookie_in_no_file(
     assert "X-Reader-Token: " in wget_cmd and TOKEN not in wget_cmd
     # The store holds it encrypted only.
     assert SESSION not in Persona.objects.get(name="reader").secrets
+
+
+def test_the_signed_in_page_replays_in_chromium(own_data_dir, signin_site, live_server, rf) -> None:
+    """ReplayWeb.page, opened from the archive with the site stopped, shows what the persona
+    saw (the marker), and the capture made without it shows the sign-in page."""
+    persona_save(name="reader", cookies=cookies_txt())
+    signed_in, signed_out = archived(signin_site, persona="reader"), archived(signin_site)
+    signin_site.stop()
+    request = rf.get("/", HTTP_HOST=live_server.url.removeprefix("http://"))
+
+    headings = {}
+    with staff_browser(live_server) as (context, _session):
+        for name, snapshot in (("in", signed_in), ("out", signed_out)):
+            tab = context.new_page()
+            tab.goto(replay_url(request, snapshot.pk))
+            headings[name] = replayed(tab).locator("h1").inner_text(timeout=60_000)
+            tab.screenshot(path=artifact_path(f"replay/persona-signed-{name}.png"))
+
+    assert headings["in"] == MARKER
+    assert headings["out"] == "Please sign in"
 
 
 def test_removing_a_persona_leaves_its_snapshots(own_data_dir, signin_site) -> None:

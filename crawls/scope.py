@@ -17,8 +17,6 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import surt
-
 from crawls.choices import CrawlScope, SkipReason
 
 SURT_PREFIX = "surt:"
@@ -46,6 +44,10 @@ class Pattern:
 
 def surt_form(url: str) -> str:
     """``url``'s SURT form without the scheme, e.g. ``org,example)/a?b=c`` (lowercased)."""
+    # Imported on use: surt brings tldextract and requests, which no command needs at start
+    # (core/tests/test_startup.py), and only crawls with a surt: pattern use it.
+    import surt
+
     return surt.surt(url).lower()
 
 

@@ -72,13 +72,13 @@ def test_sign_in_add_watch_search_open_and_replay(
             page.fill("#id_username", "admin")
             page.fill("#id_password", PASSWORD)
             shot(page, "1-sign-in")
-            page.click("input[type=submit]")
+            page.get_by_role("button", name="Sign in").click()  # /login/, for every user
             expect(page.locator("h1")).to_have_text("Add to the archive")
 
             page.fill("#id_urls", seed)
             page.fill("#id_tags", "journey")
             shot(page, "2-add")
-            page.click("button[type=submit]")
+            page.get_by_role("button", name="Archive").click()
             progress = page.locator(".badge").first
             expect(progress).to_be_visible()
             shot(page, "3-progress")

@@ -37,7 +37,15 @@ from core.services.schedules import schedule_run_now
 from crawls.choices import CrawlScope
 from crawls.estimate import describe as describe_estimate
 from crawls.inputs import FORMATS, read_input
-from crawls.models import POLITENESS_FIELDS, Crawl, CrawlSchedule, Persona, Profile, cron_next
+from crawls.models import (
+    POLITENESS_FIELDS,
+    Crawl,
+    CrawlSchedule,
+    Persona,
+    Profile,
+    SaveDefaults,
+    cron_next,
+)
 from crawls.seeds import InputError
 
 
@@ -334,6 +342,15 @@ class CrawlScheduleForm(forms.ModelForm):
         except InputError as error:
             raise forms.ValidationError(str(error)) from None
         return data
+
+
+@admin.register(SaveDefaults)
+class SaveDefaultsAdmin(admin.ModelAdmin):
+    """Per user: the profile and persona their one-click saves run with."""
+
+    list_display = ["user", "profile", "persona"]
+    autocomplete_fields = ["user"]
+    search_fields = ["user__username"]
 
 
 @admin.register(CrawlSchedule)

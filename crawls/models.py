@@ -462,6 +462,44 @@ def cron_next(expression: str, after) -> datetime:
     return croniter(expression, timezone.localtime(after)).get_next(datetime)
 
 
+class SaveDefaults(models.Model):
+    """What a user's one-click saves run with (``/save/<url>``, the bookmarklet, ``POST
+    /api/v1/save``: core/services/saves.py): a profile and a persona. Without a row, or with
+    either left empty, a save runs as ``manage.py add`` without options does."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="save_defaults"
+    )
+    profile = models.ForeignKey(
+        Profile,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        help_text="Empty: the default profile.",
+    )
+    persona = models.ForeignKey(
+        Persona,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        help_text="Empty: signed out.",
+    )
+
+    class Meta:
+        verbose_name = "save defaults"
+        verbose_name_plural = "save defaults"
+
+    def __str__(self) -> str:
+        return f"Save defaults of {self.user}"
+
+    def options(self) -> dict:
+        """The profile and persona as CrawlOptions' keyword arguments ("": none)."""
+        return {
+            "profile": self.profile.name if self.profile else "",
+            "persona": self.persona.name if self.persona else "",
+        }
+
+
 class CrawlScheduleQuerySet(models.QuerySet):
     def due(self, now=None) -> CrawlScheduleQuerySet:
         """Enabled schedules whose next run is at or before ``now``."""

@@ -1,6 +1,6 @@
 """Saving one URL in one click (``/save/<url>``, the bookmarklet, the ``web+vellum:`` handler,
-``POST /api/v1/save``): queue it as a crawl of its own with the crawl defaults, unless the same
-reader saved it moments ago.
+``POST /api/v1/save``): queue it as a crawl of its own with the crawl defaults and the user's
+own profile and persona (SaveDefaults), unless the same reader saved it moments ago.
 
 A repeat within settings.SAVE_DEDUP_MINUTES lands on what is already there instead of queuing
 the page again: first the newest crawl of that one URL the reader may read (a save, or an add
@@ -20,7 +20,7 @@ from core.choices import SnapshotStatus
 from core.models import Snapshot
 from core.services.captures import url_spellings
 from core.services.crawls import CrawlOptions, crawl_create
-from crawls.models import Crawl
+from crawls.models import Crawl, SaveDefaults
 
 SOURCE_NAME = "save"
 
@@ -39,7 +39,8 @@ class Saved:
 def url_save(*, url: str, created_by, window_minutes: int | None = None) -> Saved:
     """Queue ``url`` (absolute, or a host and path: https is tried first,
     core.services.captures.url_spellings) as a new crawl added by ``created_by``, with the
-    crawl defaults (depth 0, the default profile), unless ``created_by`` saved or can read a
+    crawl defaults (depth 0) and ``created_by``'s profile and persona (SaveDefaults; none: the
+    default profile, signed out), unless ``created_by`` saved or can read a
     capture of it made in the last ``window_minutes`` (None: settings.SAVE_DEDUP_MINUTES; 0:
     never a repeat), which is returned instead.
 
@@ -52,17 +53,21 @@ def url_save(*, url: str, created_by, window_minutes: int | None = None) -> Save
         earlier = _earlier_save(normalized, created_by, timezone.now() - timedelta(minutes=window))
         if earlier is not None:
             return earlier
-    # The crawl defaults, as manage.py add without options: a persona, once crawls have one,
-    # is the user's default one here too.
     crawl = crawl_create(
         data=normalized.encode(),
         source_name=SOURCE_NAME,
         parser="text",
         strict=True,
-        options=CrawlOptions(),
+        options=CrawlOptions(**_defaults_of(created_by)),
         created_by=created_by,
     )
     return Saved(crawl=crawl)
+
+
+def _defaults_of(user) -> dict:
+    """The profile and persona ``user``'s saves run with (crawls.models.SaveDefaults)."""
+    defaults = SaveDefaults.objects.select_related("profile", "persona").filter(user=user).first()
+    return defaults.options() if defaults is not None else {}
 
 
 def _earlier_save(url: str, user, since) -> Saved | None:

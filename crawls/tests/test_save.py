@@ -16,14 +16,16 @@ from model_bakery import baker
 
 from core.choices import SnapshotStatus
 from core.models import Snapshot
+from core.services.personas import persona_save
 from core.services.saves import url_save
 from core.services.tokens import token_create
 from core.tests.users import permissions
-from crawls.models import Crawl
+from crawls.models import Crawl, Profile, SaveDefaults
 
 pytestmark = pytest.mark.django_db
 
 PAGE = "https://example.com/article"
+COOKIES = "# Netscape HTTP Cookie File\nexample.com\tFALSE\t/\tFALSE\t0\tsession\tabc123\n"
 
 
 @pytest.fixture(autouse=True)
@@ -236,3 +238,28 @@ def test_a_user_signs_in_and_out_on_vellums_own_pages(user) -> None:
     assert signed.status_code == 302 and signed["Location"] == "/add/"
     assert "Sign out" in header
     assert client.get("/add/")["Location"].startswith("/login/")
+
+
+def test_a_save_runs_with_the_users_own_profile_and_persona(user, signed_in: Client) -> None:
+    profile = Profile.objects.create(name="quick", steps=["headers", "title"])
+    persona = persona_save(name="reader", cookies=COOKIES)
+    SaveDefaults.objects.create(user=user, profile=profile, persona=persona)
+    other = contributor("bob")
+
+    mine = url_save(url=PAGE, created_by=user).crawl
+    theirs = url_save(url=PAGE, created_by=other).crawl
+    by_link = signed_in.get("/save/https://example.com/other")
+
+    assert (mine.profile, mine.persona) == (profile, persona)
+    assert (theirs.profile, theirs.persona) == (None, None)  # no defaults: as add does
+    assert by_link.status_code == 302
+    linked = Crawl.objects.get(seeds="https://example.com/other")
+    assert (linked.profile, linked.persona) == (profile, persona)
+
+
+def test_save_defaults_left_empty_save_as_add_does(user) -> None:
+    SaveDefaults.objects.create(user=user)
+
+    crawl = url_save(url=PAGE, created_by=user).crawl
+
+    assert (crawl.profile, crawl.persona) == (None, None)

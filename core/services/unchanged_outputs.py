@@ -38,13 +38,13 @@ def snapshot_keep_unchanged_outputs(
     Nothing is replaced with DEDUPLICATE off. A file that cannot be read or replaced is kept
     as it is (logged): keeping this capture's own file is always right.
     """
-    if not settings.DEDUPLICATE:
-        return []
-    earlier = _last_sealed_capture(snapshot)
+    stamped = list(_stamped_outputs(results)) if settings.DEDUPLICATE else []
+    # Most snapshots run no stamped extractor: they need not look for an earlier capture.
+    earlier = _last_sealed_capture(snapshot) if stamped else None
     if earlier is None:
         return []
     kept = []
-    for relative, stamp in _stamped_outputs(results):
+    for relative, stamp in stamped:
         ours, theirs = snapshot.output_dir / relative, earlier.output_dir / relative
         try:
             if not (ours.is_file() and theirs.is_file() and same_but_stamps(ours, theirs, stamp)):

@@ -392,12 +392,20 @@ def has_revisits(snapshot: Snapshot, *, current_run: bool = True) -> bool:
     return any(_top_level(warc) or not current_run for warc in warcs.distinct())
 
 
+def replay_source(snapshot: Snapshot) -> Snapshot:
+    """The capture whose WARCs replay ``snapshot``: itself, or, for a capture found unchanged
+    (``unchanged_since``: core/services/unchanged.py), which holds its page alone as a revisit,
+    the capture it points at, which holds the page whole with everything the page loaded."""
+    while snapshot.unchanged_since is not None:
+        snapshot = snapshot.unchanged_since
+    return snapshot
+
+
 def has_replay_wacz(snapshot: Snapshot) -> bool:
     """True when ``snapshot`` has a WACZ to replay: its own ``snapshot.wacz``, or, sealed with
     revisits in its WARCs (finalizing then stores none), the one ``snapshot_replay_wacz``
-    makes whole on first use (for an unchanged capture, the one of the capture it points at)."""
-    if snapshot.unchanged_since is not None:
-        return has_replay_wacz(snapshot.unchanged_since)
+    makes whole on first use; for an unchanged capture, that of its ``replay_source``."""
+    snapshot = replay_source(snapshot)
     if (snapshot.output_dir / WACZ_NAME).is_file():
         return True
     return snapshot.status == SnapshotStatus.SEALED and has_revisits(snapshot)
@@ -447,16 +455,12 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def snapshot_replay_wacz(*, snapshot: Snapshot) -> Path:
     """Return the WACZ to replay ``snapshot`` from: its own ``snapshot.wacz``, or, when its
     WARCs hold revisits, one made whole from it (``whole_folder``), built on first use and
-    kept in ``DATA_DIR/cache/replay/`` until the snapshot's manifest changes.
-
-    A capture found unchanged (``unchanged_since``: core/services/unchanged.py) holds its page
-    alone, as a revisit: it replays as the capture it points at, which holds the page whole
-    with everything the page loaded.
+    kept in ``DATA_DIR/cache/replay/`` until the snapshot's manifest changes. A capture found
+    unchanged replays as its ``replay_source``.
 
     Raises RevisitError when an original cannot be read, PackagingError when py-wacz fails.
     """
-    if snapshot.unchanged_since is not None:
-        return snapshot_replay_wacz(snapshot=snapshot.unchanged_since)
+    snapshot = replay_source(snapshot)
     own = snapshot.output_dir / WACZ_NAME
     if not has_revisits(snapshot):
         return own

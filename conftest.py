@@ -68,9 +68,24 @@ def _remove_session_data_dir() -> Iterator[None]:
         shutil.rmtree(settings.DATA_DIR, ignore_errors=True)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-only",
+        action="store_true",
+        help="run only the tests that use the database (a second pass on another database: "
+        "the others would give the same result again)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With DATABASE_URL pointing at a PostgreSQL server that does not answer, skip every test
-    that needs the database, saying why, instead of failing each one with a connection error."""
+    """With ``--database-only``, deselect the tests that use no database. With DATABASE_URL
+    pointing at a PostgreSQL server that does not answer, skip every test that needs the
+    database, saying why, instead of failing each one with a connection error."""
+    if config.getoption("--database-only"):
+        unused = [item for item in items if not _uses_database(item)]
+        if unused:
+            config.hook.pytest_deselected(items=unused)
+            items[:] = [item for item in items if _uses_database(item)]
     if connection.vendor != "postgresql":
         return
     problem = _postgres_unreachable()
@@ -78,10 +93,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason=f"PostgreSQL at DATABASE_URL is not reachable: {problem}")
     for item in items:
-        if item.get_closest_marker("django_db") or {"db", "transactional_db"} & set(
-            getattr(item, "fixturenames", ())
-        ):
+        if _uses_database(item):
             item.add_marker(skip)
+
+
+def _uses_database(item: pytest.Item) -> bool:
+    """True when the test is marked ``django_db`` or asks, itself or through a fixture it
+    uses (``fixturenames`` is the whole closure), for pytest-django's database fixtures."""
+    return bool(
+        item.get_closest_marker("django_db")
+        or {"db", "transactional_db", "django_db_setup"} & set(getattr(item, "fixturenames", ()))
+    )
 
 
 def _postgres_unreachable() -> str | None:

@@ -26,6 +26,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import Q
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -80,9 +81,11 @@ def snapshot_find_unchanged(*, snapshot: Snapshot) -> Snapshot | None:
 
 
 def latest_page_payload(*, url: str, exclude: Snapshot) -> PagePayload | None:
-    """The page payload of the latest sealed capture of ``url`` other than ``exclude``, or None
-    when it has none recorded (no WARC, a page under DEDUP_MIN_BYTES, a redirect)."""
+    """The page payload of the latest sealed capture of ``url`` other than ``exclude`` kept
+    alike (``_kept_alike``), or None when it has none recorded (no WARC, a page under
+    DEDUP_MIN_BYTES, a redirect)."""
     captures = Snapshot.objects.captures_of(url).exclude(pk=exclude.pk)
+    captures = captures.filter(_kept_alike(exclude.crawl))
     latest = captures.filter(status=SnapshotStatus.SEALED).order_by("-captured_at").first()
     if latest is None:
         return None
@@ -96,7 +99,18 @@ def latest_page_payload(*, url: str, exclude: Snapshot) -> PagePayload | None:
         record = revisit.original if revisit is not None else None
     if record is None:
         return None
-    return PagePayload(sha256=record.payload_sha256, holder=record.snapshot)
+    holder = record.snapshot
+    if not Snapshot.objects.filter(pk=holder.pk).filter(_kept_alike(exclude.crawl)).exists():
+        holder = latest  # the bytes' first keeper is someone else's: point at this one's own
+    return PagePayload(sha256=record.payload_sha256, holder=holder)
+
+
+def _kept_alike(crawl) -> Q:
+    """The captures an unchanged capture of ``crawl`` may point at: those of crawls added by
+    the same user (or, for both, by the operator at the command line) with the same persona
+    (or none). A capture points at one that replays in its place, and a user reads only their
+    own captures; another persona's capture holds what another account saw."""
+    return Q(crawl__created_by=crawl.created_by_id, crawl__persona=crawl.persona_id)
 
 
 def _serves(url: str, sha256: str, work: Path) -> bool:

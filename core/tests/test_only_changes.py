@@ -22,6 +22,7 @@ from core.services.captures import url_captures
 from core.services.crawls import CrawlOptions, crawl_create
 from core.services.dedup import has_replay_wacz, snapshot_replay_wacz
 from core.services.fixity import local_problems
+from core.services.personas import persona_save
 from core.services.schedules import schedule_create, schedule_run
 from core.services.unchanged import WARC_PATH
 from core.tests.dedup_site import DedupSite, site_files
@@ -33,6 +34,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("data_dir")]
 
 EXTRACTORS = ["headers", "wget", "title", "htmltotext"]
 WGET_WARC = "wget/warc/archive.warc.gz"
+ADD = "crawls.add_crawl"
+COOKIES = "# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tpaper-7\n"
 
 
 @pytest.fixture(autouse=True)
@@ -40,12 +43,15 @@ def extractors(settings) -> None:
     settings.EXTRACTORS = EXTRACTORS
 
 
-def capture(dedup_site: DedupSite, *, only_changes: bool = True) -> Snapshot:
+def capture(
+    dedup_site: DedupSite, *, only_changes: bool = True, created_by=None, persona: str = ""
+) -> Snapshot:
     """Archive the site's page in a crawl of its own through the pipeline; return it sealed."""
     crawl = crawl_create(
         data=f"{dedup_site.url('/index.html')}\n".encode(),
         source_name="urls.txt",
-        options=CrawlOptions(only_changes=only_changes),
+        options=CrawlOptions(only_changes=only_changes, persona=persona),
+        created_by=created_by,
     )
     archive_crawl(crawl)
     snapshot = Snapshot.objects.get(crawl=crawl)
@@ -124,6 +130,40 @@ def test_a_page_unchanged_twice_points_at_the_capture_that_holds_its_bytes(dedup
     [revisit] = page_records(third, WARC_PATH)
     [original] = page_records(first, WGET_WARC)
     assert revisit["headers"]["WARC-Refers-To"] == original["headers"]["WARC-Record-ID"]
+
+
+def test_it_points_only_at_a_capture_of_the_same_user_and_persona(dedup_site) -> None:
+    # Pointing at a capture replays that capture in its place: never another user's (they
+    # read only their own), nor what another persona, or none, saw.
+    ann, bob = staff_with("ann", ADD), staff_with("bob", ADD)
+    persona_save(name="reader", cookies=COOKIES)
+    anns = capture(dedup_site, created_by=ann)
+
+    bobs = capture(dedup_site, created_by=bob)
+    bobs_again = capture(dedup_site, created_by=bob)
+    anns_as_reader = capture(dedup_site, created_by=ann, persona="reader")
+    anns_again = capture(dedup_site, created_by=ann)
+
+    assert bobs.unchanged_since is None and bobs.results.exists()  # archived in full
+    assert bobs_again.unchanged_since == bobs
+    assert anns_as_reader.unchanged_since is None
+    assert anns_again.unchanged_since == anns
+
+
+def test_it_points_at_its_own_kind_of_capture_when_the_bytes_are_someone_elses(
+    dedup_site,
+) -> None:
+    # Bob's full capture stores the page as a revisit of Ann's payload (shared storage); his
+    # next unchanged capture points at his own capture, which replays whole, not at Ann's.
+    ann, bob = staff_with("ann", ADD), staff_with("bob", ADD)
+    capture(dedup_site, created_by=ann)
+    bobs = capture(dedup_site, created_by=bob, only_changes=False)
+    assert PayloadRevisit.objects.filter(snapshot=bobs).exists()
+
+    bobs_again = capture(dedup_site, created_by=bob)
+
+    assert bobs_again.unchanged_since == bobs
+    assert has_replay_wacz(bobs_again)
 
 
 def test_without_only_changes_an_unchanged_page_is_archived_again(dedup_site) -> None:

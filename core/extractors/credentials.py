@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
 import tempfile
 import warnings
@@ -20,6 +21,8 @@ from http.cookiejar import LoadError, MozillaCookieJar
 from pathlib import Path
 
 COOKIES_HEADER = "# Netscape HTTP Cookie File\n"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,23 @@ def cookies_file(credentials: Credentials | None) -> Iterator[Path | None]:
         path.write_text(credentials.cookies_txt())
         yield path
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_private_folder(folder)
+
+
+def remove_private_folder(folder: Path) -> bool:
+    """Remove ``folder`` (which holds secrets in plain text) and all in it; return whether it
+    is gone. A failure is logged as a warning naming the folder, for an operator to remove by
+    hand, and not raised: it must not hide the outcome of the tool that used it."""
+    try:
+        shutil.rmtree(folder)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        logger.warning(
+            "persona secrets left on disk: cannot remove %s (%s); remove it by hand", folder, error
+        )
+        return False
+    return True
 
 
 def persona_arguments(

@@ -6,7 +6,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
+import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -236,6 +240,44 @@ def test_the_cookie_file_is_private_and_removed_after() -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert f"sid\t{VALUE}" in path.read_text() and "#HttpOnly_" not in path.read_text()
     assert not path.exists()
+
+
+def make_unremovable(path: Path) -> None:
+    """Make ``path`` (a file in a folder) impossible to delete: its folder read-only, or for
+    root, whom permissions do not stop, the file immutable (chattr +i, ext4 and the like)."""
+    if os.geteuid() != 0:
+        path.parent.chmod(0o500)
+        return
+    if shutil.which("chattr") is None:
+        pytest.skip("running as root without chattr")
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i refused here: {made.stderr.decode().strip()}")
+
+
+def make_removable(path: Path) -> None:
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        path.parent.chmod(0o700)
+
+
+def test_a_cookie_file_that_cannot_be_removed_is_named_in_a_warning(caplog) -> None:
+    """A plaintext cookie file left behind is never silent, and the run's own result (here
+    the value the block returns) is not replaced by an error."""
+    caplog.set_level(logging.WARNING, logger="core.extractors.credentials")
+    try:
+        with cookies_file(held()) as path:
+            make_unremovable(path)
+            outcome = "the tool's result"
+        assert outcome == "the tool's result"
+        assert path.exists()  # left: and said so
+        (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert str(path.parent) in warning.getMessage()
+        assert "persona secrets left on disk" in warning.getMessage()
+    finally:
+        make_removable(path)
+        shutil.rmtree(path.parent)
 
 
 def test_recorded_commands_hide_persona_headers(tmp_path: Path) -> None:

@@ -1,10 +1,13 @@
 """What a persona gives the tools so that a site recognises a signed-in user (issue 21).
 
 A ``Credentials`` holds cookies, extra request headers and a user agent, decrypted for one run.
-The tools get them without a trace in any command line Vellum records: cookies as a Netscape
-``cookies.txt`` file (the format of curl's ``--cookie``, wget's ``--load-cookies``, yt-dlp's
-``--cookies``) in a private temporary folder (mode 0700) removed after the run, and the browser
-as a Playwright storage state. ``secrets`` lists each value to scrub from what the tools write.
+The tools get them without a trace in any command line (which any local user may read in
+``/proc/PID/cmdline``): files in a private temporary folder (mode 0700, each file 0600)
+removed after the run (``persona_files``) hold the cookies as a Netscape ``cookies.txt`` (the
+format of curl's ``--cookie``, wget's ``--load-cookies``, yt-dlp's ``--cookies``) and the
+headers in each tool's own file: curl's ``--header @FILE``, a wgetrc of ``header`` lines for
+wget's ``--config``, an options file for yt-dlp's ``--config-locations``. The browser gets a
+Playwright storage state. ``secrets`` lists each value to scrub from what the tools write.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shlex
 import shutil
 import tempfile
 import warnings
@@ -185,21 +189,78 @@ def parse_cookies(text: str) -> list[Cookie]:
     return parse_storage_state(text) if text.lstrip().startswith("{") else parse_cookies_txt(text)
 
 
+@dataclass(frozen=True)
+class PersonaFiles:
+    """A persona's secrets as files for one run, in ``folder`` (private, removed after): None
+    for what the persona does not give.
+
+    ``cookies``: a Netscape cookies.txt. ``headers``: "Name: value" a line (curl's
+    ``--header @FILE``, curl 7.55 and later). ``wgetrc``: "header = Name: value" lines, read by
+    wget's ``--config=FILE`` instead of /etc/wgetrc and ~/.wgetrc (GNU Wget manual, "Wgetrc
+    Commands"). ``ytdlp_config``: one ``--add-headers`` option a line, read by yt-dlp's
+    ``--config-locations FILE``.
+    """
+
+    folder: Path
+    cookies: Path | None = None
+    headers: Path | None = None
+    wgetrc: Path | None = None
+    ytdlp_config: Path | None = None
+
+
 @contextlib.contextmanager
-def cookies_file(credentials: Credentials | None) -> Iterator[Path | None]:
-    """Yield a ``cookies.txt`` of ``credentials`` in a private folder (0700, the file 0600),
-    removed on exit; None when there are no cookies to give."""
-    if credentials is None or not credentials.cookies:
+def persona_files(credentials: Credentials | None) -> Iterator[PersonaFiles | None]:
+    """Yield ``credentials``' cookies and headers as ``PersonaFiles`` in a private folder (0700,
+    each file 0600), removed on exit (``remove_private_folder``); None when they hold neither.
+
+    Raises ValueError for a header name or value holding a line break or NUL (RFC 9110 §5.5
+    forbids them; in a file they would add lines of their own).
+    """
+    if credentials is None or not (credentials.cookies or credentials.headers):
         yield None
         return
+    headers = list(credentials.headers.items())
+    for name, value in headers:
+        if any(c in f"{name}{value}" for c in "\r\n\0"):
+            raise ValueError(f"header {name!r} holds a line break or NUL")
     folder = Path(tempfile.mkdtemp(prefix="vellum-persona-"))  # mkdtemp makes it 0700
     try:
-        path = folder / "cookies.txt"
-        path.touch(mode=0o600)
-        path.write_text(credentials.cookies_txt())
-        yield path
+        yield PersonaFiles(
+            folder=folder,
+            cookies=_private_file(folder / "cookies.txt", credentials.cookies_txt())
+            if credentials.cookies
+            else None,
+            **(_header_files(folder, headers) if headers else {}),
+        )
     finally:
         remove_private_folder(folder)
+
+
+def _header_files(folder: Path, headers: list[tuple[str, str]]) -> dict[str, Path]:
+    """Write ``headers`` in each tool's format into ``folder``; return PersonaFiles' fields."""
+    lines = [f"{name}: {value}" for name, value in headers]
+    return {
+        "headers": _private_file(folder / "headers.txt", "".join(f"{line}\n" for line in lines)),
+        "wgetrc": _private_file(folder / "wgetrc", "".join(f"header = {line}\n" for line in lines)),
+        "ytdlp_config": _private_file(
+            folder / "yt-dlp.conf",
+            "".join(f"--add-headers {shlex.quote(f'{n}:{v}')}\n" for n, v in headers),
+        ),
+    }
+
+
+def _private_file(path: Path, text: str) -> Path:
+    """Write ``text`` to a new file ``path`` made with mode 0600; return ``path``."""
+    path.touch(mode=0o600)
+    path.write_text(text)
+    return path
+
+
+@contextlib.contextmanager
+def cookies_file(credentials: Credentials | None) -> Iterator[Path | None]:
+    """Yield the cookies.txt of ``persona_files``; None when there are no cookies to give."""
+    with persona_files(credentials) as files:
+        yield files.cookies if files else None
 
 
 def remove_private_folder(folder: Path) -> bool:
@@ -218,19 +279,30 @@ def remove_private_folder(folder: Path) -> bool:
     return True
 
 
-def persona_arguments(
-    credentials: Credentials | None,
-    cookies: Path | None,
-    cookie_option: str,
-    header_option: str = "--header",
-) -> list[str]:
-    """Command-line options giving ``credentials`` to curl, wget or yt-dlp: ``cookie_option``
-    with the ``cookies`` file, and ``header_option`` with ``Name: value`` per extra header,
-    each option and its value as two arguments (curl takes no ``--option=value``). Header
-    values are hidden when the command is recorded (core/extractors/redaction.py)."""
-    if credentials is None:
+# Each tool's option for a cookies.txt file, and for the file its headers are read from.
+COOKIE_OPTIONS = {"curl": "--cookie", "wget": "--load-cookies", "yt-dlp": "--cookies"}
+
+
+def persona_arguments(files: PersonaFiles | None, tool: str) -> list[str]:
+    """Command-line options giving the persona's ``files`` to ``tool`` (``curl``, ``wget`` or
+    ``yt-dlp``): its cookie option with the cookies file, and the option that reads the
+    headers from a file (for wget, ``wget_config`` gives it), each option and its value as
+    two arguments (curl takes no ``--option=value``). Paths only: no secret is on them."""
+    if files is None:
         return []
-    options = [cookie_option, str(cookies)] if cookies else []
-    for name, value in credentials.headers.items():
-        options += [header_option, f"{name}: {value}"]
+    options = [COOKIE_OPTIONS[tool], str(files.cookies)] if files.cookies else []
+    if tool == "curl" and files.headers:
+        options += ["--header", f"@{files.headers}"]
+    elif tool == "yt-dlp" and files.ytdlp_config:
+        options += ["--config-locations", str(files.ytdlp_config)]
     return options
+
+
+def wget_config(files: PersonaFiles | None) -> str:
+    """wget's option for its startup file: ``--config=`` the persona's wgetrc (only ``header``
+    lines) when it gives headers, else ``--no-config``. Either way neither /etc/wgetrc nor
+    ~/.wgetrc is read, so none may turn the egress proxy off (``use_proxy``); both together
+    would not do: wget reads no file at all after a ``--no-config`` that comes first."""
+    if files is not None and files.wgetrc is not None:
+        return f"--config={files.wgetrc}"
+    return "--no-config"

@@ -20,7 +20,7 @@ from pathlib import Path
 from django.conf import settings
 
 from core.extractors.addresses import Refusal
-from core.extractors.credentials import Credentials, cookies_file, persona_arguments
+from core.extractors.credentials import Credentials, persona_arguments, persona_files
 from core.extractors.errors import (
     Outcome,
     classify_curl_exit,
@@ -90,8 +90,8 @@ def fetch(
     ``arguments`` (extra curl options) come from the calling extractor's EXTRACTOR_OPTIONS. The
     outcome is classified by curl's exit code, then by the final HTTP status
     (core/extractors/errors.py); the final response's header fields and Retry-After are read
-    from the dump. ``credentials`` (a persona's) are sent as a cookie file in a private
-    folder (``--cookie FILE``) and ``--header`` options, which the recorded command redacts.
+    from the dump. ``credentials`` (a persona's) are sent from files in a private folder
+    (``--cookie FILE``, ``--header @FILE``): no secret is on the command line.
     Raises LookupError if curl is not installed.
     """
     curl = find_binary("curl")
@@ -99,10 +99,10 @@ def fetch(
         raise LookupError("curl not found")
     dump = headers_path or body_path.with_name(body_path.name + ".headers")
     try:
-        with cookies_file(credentials) as cookies:
+        with persona_files(credentials) as files:
             cmd = _curl_command(
                 curl, url, body_path, dump, timeout, user_agent,
-                [*persona_arguments(credentials, cookies, "--cookie"), *arguments],
+                [*persona_arguments(files, "curl"), *arguments],
             )  # fmt: skip
             done, fields = _run_curl(cmd, body_path, dump, timeout, log_path)
     finally:

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
-from core.extractors.credentials import cookies_file, persona_arguments
+from core.extractors.credentials import PersonaFiles, persona_arguments, persona_files
 from core.extractors.errors import (
     Outcome,
     classify_http_status,
@@ -193,14 +193,14 @@ class MediaExtractor(Extractor):
     binaries = ("yt-dlp", "curl")  # curl: the check for signs of media (outcome_without_ytdlp)
     depends_on = ("wget",)  # when the profile runs wget: the page is read from its WARC
 
-    def command(self, ytdlp: str, url: str, cookies: Path | None = None) -> list[str]:
+    def command(self, ytdlp: str, url: str, files: PersonaFiles | None = None) -> list[str]:
         """Return the yt-dlp command line for ``url``, to run in the output folder, with the
-        persona's ``cookies`` file (``--cookies``) and headers, if any."""
+        persona's cookies (``--cookies``) and headers (``--config-locations``) from ``files``."""
         filters = [arg for expr in MATCH_FILTERS for arg in ("--match-filters", expr)]
         return [
             ytdlp,
-            # Only what is on this command line counts: no user or system configuration, no
-            # plugins, no cache of earlier runs, no update check.
+            # Only what is on this command line counts: no user or system configuration (only
+            # the persona's headers file, if any), no plugins, no cache, no update check.
             "--ignore-config",
             "--no-plugin-dirs",
             "--no-cache-dir",
@@ -224,7 +224,7 @@ class MediaExtractor(Extractor):
             "--output", OUTPUT_TEMPLATE,
             "--print-to-file", "after_move:filepath", FILES_LIST,
             "--add-headers", f"User-Agent:{self.user_agent}",
-            *persona_arguments(self.credentials, cookies, "--cookies", "--add-headers"),
+            *persona_arguments(files, "yt-dlp"),
             *self.arguments,
             url,
         ]  # fmt: skip
@@ -281,10 +281,10 @@ class MediaExtractor(Extractor):
             return unavailable(error)
         files_list = out_dir / FILES_LIST
         try:
-            with cookies_file(self.credentials) as cookies:
+            with persona_files(self.credentials) as files:
                 done, output = self.run_tool(
                     "yt-dlp",
-                    self.command(ytdlp, snapshot.url, cookies),
+                    self.command(ytdlp, snapshot.url, files),
                     out_dir,
                     log_name=LOG_NAME,
                     timeout=max(deadline - time.monotonic(), MIN_YTDLP_SECONDS),

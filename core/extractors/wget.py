@@ -13,7 +13,12 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, Format, HasURL, Output
-from core.extractors.credentials import cookies_file, persona_arguments
+from core.extractors.credentials import (
+    PersonaFiles,
+    persona_arguments,
+    persona_files,
+    wget_config,
+)
 from core.extractors.errors import Outcome, classify_wget_exit, egress_failure
 from core.extractors.fetch import parse_retry_after
 from core.extractors.html_page import unavailable
@@ -97,13 +102,13 @@ class WgetExtractor(Extractor):
         Output(f"{WARC_DIR}/*.warc", Format.WARC),
     )
 
-    def command(self, wget: str, url: str, cookies: Path | None = None) -> list[str]:
+    def command(self, wget: str, url: str, files: PersonaFiles | None = None) -> list[str]:
         """Return the wget command line for ``url``, to run in the output folder, sending the
-        persona's ``cookies`` file (``--load-cookies``) and headers, if any."""
+        persona's cookies (``--load-cookies``) and headers (its wgetrc) from ``files``."""
         return [
             wget,
             # No /etc/wgetrc nor ~/.wgetrc: none may turn the egress proxy off (use_proxy).
-            "--no-config",
+            wget_config(files),
             "--no-verbose",
             "--adjust-extension",
             "--convert-links",
@@ -125,7 +130,7 @@ class WgetExtractor(Extractor):
             "--max-redirect=10",
             f"--user-agent={self.user_agent}",
             f"--warc-file={WARC_PATH.removesuffix('.warc.gz')}",
-            *persona_arguments(self.credentials, cookies, "--load-cookies"),
+            *persona_arguments(files, "wget"),
             *self.arguments,
             url,
         ]  # fmt: skip
@@ -161,10 +166,10 @@ class WgetExtractor(Extractor):
         """Run wget once into ``out_dir``; return the command, its output (classified when it
         failed) and the saved page's path, None unless the capture stands."""
         (out_dir / WARC_PATH).parent.mkdir(parents=True, exist_ok=True)
-        with cookies_file(self.credentials) as cookies:
+        with persona_files(self.credentials) as files:
             done, output = self.run_tool(
                 "wget",
-                self.command(wget, url, cookies),
+                self.command(wget, url, files),
                 out_dir,
                 log_name=log_name,
                 timeout=timeout,

@@ -28,7 +28,7 @@ def persona_save(
     the stored extra headers; ``user_agent``, ``description`` and ``keep_in_warcs`` (None: keep
     as is) set those fields. Secrets are encrypted before they are saved
     (crawls/persona_store.py). Raises InputError for a name that is no slug, cookies that do
-    not parse, or a header without a colon.
+    not parse, or a header without a colon or with a line break.
     """
     if not name or slugify(name) != name:
         raise InputError(f"a persona name is letters, digits, - and _ only, not {name!r}")
@@ -37,6 +37,8 @@ def persona_save(
         field, colon, value = line.partition(":")
         if not colon or not field.strip():
             raise InputError(f"a header is 'Name: value', not {line!r}")
+        if any(c in line for c in "\r\n\0"):  # RFC 9110 §5.5; the tools read headers from files
+            raise InputError(f"a header holds no line break or NUL: {field.strip()!r}")
         parsed_headers[field.strip()] = value.strip()
     try:
         parsed_cookies = parse_cookies(cookies) if cookies is not None else None

@@ -138,9 +138,11 @@ def test_a_signed_in_page_is_in_every_output_and_the_cookie_in_no_file(
         if SESSION.encode() in text or TOKEN.encode() in text
     ]
     assert leaks == []
-    # The header was sent (wget's recorded command names it), its value hidden.
+    # The header was sent (wget's request records name it), its value hidden, and it was on no
+    # command line (wget read it from a private wgetrc, core/extractors/credentials.py).
+    assert b"X-Reader-Token: ...redacted..." in held["wget WARC"]
     wget_cmd = " ".join(signed_in.results.get(extractor="wget").cmd)
-    assert "X-Reader-Token: " in wget_cmd and TOKEN not in wget_cmd
+    assert "X-Reader-Token" not in wget_cmd and "--config=" in wget_cmd
     # The store holds it encrypted only.
     assert SESSION not in Persona.objects.get(name="reader").secrets
 

@@ -26,10 +26,10 @@ from core.extractors.credentials import (
     cookies_file,
     parse_cookies,
     persona_arguments,
+    persona_files,
 )
 from core.extractors.git import GitExtractor, persona_config
 from core.extractors.media import MediaExtractor
-from core.extractors.redaction import redact_command
 from core.extractors.scrubbing import scrub_folder
 from core.services.crawls import CrawlOptions, crawl_create
 from core.services.personas import persona_remove, persona_save
@@ -280,15 +280,33 @@ def test_a_cookie_file_that_cannot_be_removed_is_named_in_a_warning(caplog) -> N
         shutil.rmtree(path.parent)
 
 
-def test_recorded_commands_hide_persona_headers(tmp_path: Path) -> None:
+def test_the_tools_get_headers_from_private_files_not_their_command_line() -> None:
     media = MediaExtractor()
     media.credentials = held()
-    cmd = media.command("yt-dlp", "https://example.com/v", tmp_path / "cookies.txt")
+    with persona_files(held()) as files:
+        cmd = media.command("yt-dlp", "https://example.com/v", files)
+        config = files.ytdlp_config.read_text()
+        wgetrc = files.wgetrc.read_text()
+        curl_headers = files.headers.read_text()
+        modes = {stat.S_IMODE(p.stat().st_mode) for p in files.folder.iterdir()}
+    assert cmd[cmd.index("--cookies") + 1] == str(files.cookies)
+    assert cmd[cmd.index("--config-locations") + 1] == str(files.ytdlp_config)
+    assert "k-12345" not in " ".join(cmd)
+    assert (config, wgetrc, curl_headers) == (
+        "--add-headers X-Api-Key:k-12345\n",
+        "header = X-Api-Key: k-12345\n",
+        "X-Api-Key: k-12345\n",
+    )
+    assert modes == {0o600} and not files.folder.exists()
+    assert persona_arguments(None, "curl") == []
 
-    assert ["--cookies", str(tmp_path / "cookies.txt")] == cmd[cmd.index("--cookies") :][:2]
-    assert "X-Api-Key: k-12345" in cmd
-    assert "k-12345" not in " ".join(redact_command(cmd))
-    assert persona_arguments(None, None, "--cookie") == []
+
+def test_a_header_with_a_line_break_is_refused_before_it_reaches_a_file() -> None:
+    bad = Credentials(headers={"X-A": "1\nuse_proxy = off"})
+    with pytest.raises(ValueError, match="line break"), persona_files(bad):
+        pass
+    with pytest.raises(InputError, match="line break"):
+        persona_save(name="reader", headers=["X-A: 1\nuse_proxy = off"])
 
 
 def test_git_gets_the_persona_through_its_environment(tmp_path: Path) -> None:

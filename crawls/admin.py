@@ -248,13 +248,14 @@ class PersonaForm(forms.ModelForm):
     headers = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="'Name: value' per line, sent with every request; replaces the stored ones. "
+        help_text="'Name: value' per line, sent with each request to the header domains and "
+        "the cookies' domains; replaces the stored ones. "
         "Empty: keep them.",
     )
 
     class Meta:
         model = Persona
-        fields = ["name", "description", "user_agent", "keep_in_warcs"]
+        fields = ["name", "description", "user_agent", "keep_in_warcs", "header_domains"]
 
     def clean_cookies(self) -> str | None:
         upload = self.cleaned_data.get("cookies")

@@ -187,6 +187,12 @@ class Persona(models.Model):
         help_text="Keep the Cookie and Authorization headers sent in the WARCs' request records "
         "(default: they are replaced by '...redacted...').",
     )
+    header_domains = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Hosts and domains (with their subdomains) the extra headers are sent to, "
+        'besides those of the cookies: a JSON list, e.g. ["example.com"].',
+    )
     secrets = models.TextField(blank=True, editable=False, help_text="Encrypted; never shown.")
     created_at = models.DateTimeField(auto_now_add=True)
     modified_at = models.DateTimeField(auto_now=True)
@@ -198,15 +204,20 @@ class Persona(models.Model):
         return self.name
 
     def credentials(self) -> Credentials:
-        """Decrypt the stored cookies and headers; ValueError when the key cannot."""
+        """Decrypt the stored cookies and headers; ValueError when the key cannot. The headers
+        are for ``header_domains`` and the domains of the cookies (Credentials.for_url)."""
         stored = (
             Credentials.from_json(persona_store.decrypt(self.secrets)) if self.secrets else None
         )
+        cookies = stored.cookies if stored else []
         return Credentials(
-            cookies=stored.cookies if stored else [],
+            cookies=cookies,
             headers=stored.headers if stored else {},
             user_agent=self.user_agent,
             keep_in_warcs=self.keep_in_warcs,
+            header_domains=tuple(
+                dict.fromkeys([*self.header_domains, *(c.domain.lstrip(".") for c in cookies)])
+            ),
         )
 
     def set_credentials(self, credentials: Credentials) -> None:
@@ -219,7 +230,10 @@ class Persona(models.Model):
             held = self.credentials()
         except ValueError as error:
             return str(error)
-        return f"{len(held.cookies)} cookies, {len(held.headers)} headers"
+        summary = f"{len(held.cookies)} cookies, {len(held.headers)} headers"
+        if held.headers:
+            summary += f" (for {', '.join(held.header_domains) or 'no site: give a domain'})"
+        return summary
 
 
 class CrawlQuerySet(WorkQuerySet):

@@ -13,6 +13,8 @@ Playwright storage state. ``secrets`` lists each value to scrub from what the to
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import ipaddress
 import json
 import logging
 import shlex
@@ -23,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.cookiejar import LoadError, MozillaCookieJar
 from pathlib import Path
+from urllib.parse import urlsplit
 
 COOKIES_HEADER = "# Netscape HTTP Cookie File\n"
 
@@ -47,12 +50,24 @@ class Cookie:
 class Credentials:
     """Cookies, extra headers (``{name: value}``) and a user agent ("" for the default);
     ``keep_in_warcs``: leave the Cookie and Authorization headers sent in the WARCs' request
-    records (default: they are replaced, core/extractors/scrubbing.py)."""
+    records (default: they are replaced, core/extractors/scrubbing.py); ``header_domains``:
+    the hosts and domains the headers are for (``for_url``)."""
 
     cookies: list[Cookie] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     user_agent: str = ""
     keep_in_warcs: bool = False
+    header_domains: tuple[str, ...] = ()
+
+    def for_url(self, url: str) -> Credentials:
+        """These credentials for a capture of ``url``: the same, but without the headers when
+        ``url``'s host domain-matches none of ``header_domains`` (``domain_match``), so that an
+        Authorization meant for one site is not sent to every site a crawl visits. Cookies
+        need no such care: each tool sends a cookie only to the hosts its domain matches."""
+        host = urlsplit(url).hostname or ""
+        if not self.headers or any(domain_match(host, d) for d in self.header_domains):
+            return self
+        return dataclasses.replace(self, headers={})
 
     def secrets(self) -> set[str]:
         """Every value that must not remain in a recorded file: cookie and header values."""
@@ -118,6 +133,22 @@ class Credentials:
             headers=dict(data.get("headers", {})),
             user_agent=data.get("user_agent", ""),
         )
+
+
+def domain_match(host: str, domain: str) -> bool:
+    """Tell whether ``host`` domain-matches ``domain`` (RFC 6265 §5.1.3, as cookies do): the two
+    are the same (without case, and a leading dot of ``domain`` ignored), or ``host`` is a host
+    name (not an IP address) that ends with ``"." + domain``."""
+    host, domain = host.lower().rstrip("."), domain.lower().strip(".")
+    if not host or not domain:
+        return False
+    if host == domain:
+        return True
+    try:
+        ipaddress.ip_address(host)
+        return False
+    except ValueError:
+        return host.endswith(f".{domain}")
 
 
 def parse_cookies_txt(text: str) -> list[Cookie]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 
+import idna
 from django.db import transaction
 from django.utils.text import slugify
 
@@ -20,15 +22,18 @@ def persona_save(
     user_agent: str | None = None,
     description: str | None = None,
     keep_in_warcs: bool | None = None,
+    domains: Sequence[str] = (),
 ) -> Persona:
     """Create the persona ``name``, or update it, and return it.
 
     ``cookies`` is the text of a Netscape ``cookies.txt`` or a Playwright storage state (JSON);
     given, it replaces the stored cookies. ``headers`` (``"Name: value"`` each), given, replace
     the stored extra headers; ``user_agent``, ``description`` and ``keep_in_warcs`` (None: keep
-    as is) set those fields. Secrets are encrypted before they are saved
+    as is) set those fields. ``domains`` (host names or domains, each for its subdomains too),
+    given, replace the stored ``header_domains``: the headers go to those and to the cookies'
+    domains only (Credentials.for_url). Secrets are encrypted before they are saved
     (crawls/persona_store.py). Raises InputError for a name that is no slug, cookies that do
-    not parse, or a header without a colon or with a line break.
+    not parse, a header without a colon or with a line break, or a domain that is no host name.
     """
     if not name or slugify(name) != name:
         raise InputError(f"a persona name is letters, digits, - and _ only, not {name!r}")
@@ -46,6 +51,7 @@ def persona_save(
         raise InputError(str(error)) from None
     if cookies is not None and not parsed_cookies:
         raise InputError("the cookies file holds no cookie")
+    parsed_domains = [_domain(domain) for domain in domains]
     with transaction.atomic():
         persona, _ = Persona.objects.select_for_update().get_or_create(name=name)
         try:
@@ -64,8 +70,25 @@ def persona_save(
             persona.description = description
         if keep_in_warcs is not None:
             persona.keep_in_warcs = keep_in_warcs
+        if parsed_domains:
+            persona.header_domains = list(dict.fromkeys(parsed_domains))
         persona.save()
     return persona
+
+
+def _domain(text: str) -> str:
+    """Return ``text`` (a host name, a domain with or without a leading dot, or an IP address)
+    as compared with URL hosts: lowercased IDNA ASCII, no leading or trailing dot. Raises
+    InputError for anything else."""
+    name = text.strip().strip(".")
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    try:
+        return idna.encode(name, uts46=True).decode("ascii")
+    except idna.IDNAError:
+        raise InputError(f"not a host name or domain: {text!r}") from None
 
 
 def persona_remove(*, name: str) -> None:

@@ -187,7 +187,8 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
 
 
 def _persona_credentials(snapshot: Snapshot) -> Credentials | None:
-    """The decrypted credentials of the persona ``snapshot``'s crawl signs in as, or None.
+    """The decrypted credentials of the persona ``snapshot``'s crawl signs in as, or None;
+    its headers only when the snapshot's host is one they are for (Credentials.for_url).
 
     A persona whose secrets the key no longer opens gives none (logged): the page is then
     captured signed out, as with no persona, rather than not at all.
@@ -196,7 +197,7 @@ def _persona_credentials(snapshot: Snapshot) -> Credentials | None:
     if persona is None:
         return None
     try:
-        return persona.credentials()
+        return persona.credentials().for_url(snapshot.url)
     except ValueError as error:
         logger.warning("persona %s of crawl %s: %s", persona.name, snapshot.crawl_id, error)
         return None

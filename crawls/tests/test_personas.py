@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
@@ -24,6 +25,7 @@ from core.extractors.credentials import (
     Cookie,
     Credentials,
     cookies_file,
+    domain_match,
     parse_cookies,
     persona_arguments,
     persona_files,
@@ -33,6 +35,7 @@ from core.extractors.media import MediaExtractor
 from core.extractors.scrubbing import scrub_folder
 from core.services.crawls import CrawlOptions, crawl_create
 from core.services.personas import persona_remove, persona_save
+from core.services.results import _persona_credentials
 from core.tests.users import staff_with
 from crawls.models import Crawl, CrawlSchedule, Persona
 from crawls.persona_store import KEY_NAME
@@ -128,6 +131,88 @@ def test_bad_names_and_headers_are_refused(name, headers, message) -> None:
         persona_save(name=name, headers=headers)
 
 
+# --- which hosts the headers are for -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "domain", "matches"),
+    [
+        ("example.com", "example.com", True),
+        ("EXAMPLE.com", ".example.com", True),  # a cookie's leading dot
+        ("www.example.com", "example.com", True),
+        ("a.b.example.com", "example.com", True),
+        ("badexample.com", "example.com", False),  # a suffix, but not at a dot
+        ("example.com", "www.example.com", False),
+        ("example.com.evil.net", "example.com", False),
+        ("127.0.0.1", "127.0.0.1", True),
+        ("10.0.0.1", "0.0.1", False),  # an IP address matches only itself
+        ("", "example.com", False),
+    ],
+)
+def test_hosts_domain_match_as_cookies_do(host, domain, matches) -> None:
+    assert domain_match(host, domain) is matches
+
+
+def test_headers_go_only_to_the_cookies_domains_and_those_given() -> None:
+    persona_save(name="reader", cookies=COOKIES_TXT, headers=["Authorization: Bearer t-1234"],
+                 domains=["API.Example.org", ".cdn.example.net"])  # fmt: skip
+    held = Persona.objects.get(name="reader").credentials()
+
+    assert held.header_domains == ("api.example.org", "cdn.example.net", "example.com")
+    sent = {
+        url: held.for_url(url).headers
+        for url in [
+            "https://example.com/a",
+            "https://www.example.com/",
+            "https://api.example.org/v1",
+            "https://img.cdn.example.net/x.png",
+            "https://example.org/",
+            "https://tracker.example/",
+        ]
+    }
+    assert sent == {
+        "https://example.com/a": {"Authorization": "Bearer t-1234"},
+        "https://www.example.com/": {"Authorization": "Bearer t-1234"},
+        "https://api.example.org/v1": {"Authorization": "Bearer t-1234"},
+        "https://img.cdn.example.net/x.png": {"Authorization": "Bearer t-1234"},
+        "https://example.org/": {},
+        "https://tracker.example/": {},
+    }
+    other = held.for_url("https://example.org/")
+    assert other.cookies == held.cookies and other.user_agent == held.user_agent
+
+
+def test_a_persona_with_headers_and_no_domain_sends_them_nowhere_and_says_so() -> None:
+    persona = persona_save(name="api", headers=["X-Api-Key: k-12345"])
+
+    assert persona.credentials().for_url("https://example.com/").headers == {}
+    assert persona.summary() == "0 cookies, 1 headers (for no site: give a domain)"
+    persona = persona_save(name="api", domains=["example.com"])
+    assert persona.credentials().for_url("https://example.com/").headers == {"X-Api-Key": "k-12345"}
+
+
+def test_a_capture_gets_the_headers_only_for_a_snapshot_on_their_domains() -> None:
+    persona = persona_save(name="reader", cookies=COOKIES_TXT, headers=["X-Api-Key: k-12345"])
+
+    def given(url: str) -> Credentials:
+        snapshot = SimpleNamespace(url=url, crawl_id=1, crawl=SimpleNamespace(persona=persona))
+        return _persona_credentials(snapshot)
+
+    assert given("https://www.example.com/").headers == {"X-Api-Key": "k-12345"}
+    assert given("https://elsewhere.example.org/").headers == {}
+    assert len(given("https://elsewhere.example.org/").cookies) == 2
+
+
+def test_the_command_takes_domains_and_refuses_what_is_no_host() -> None:
+    out = io.StringIO()
+    call_command("persona", "add", "api", "--header", "X-Api-Key: k-12345",
+                 "--domain", "api.example.org", stdout=out)  # fmt: skip
+
+    assert "1 headers (for api.example.org)" in out.getvalue()
+    with pytest.raises(CommandError, match="not a host name or domain"):
+        call_command("persona", "add", "api", "--domain", "bad domain!", stdout=out)
+
+
 # --- the command ---------------------------------------------------------------------------------
 
 
@@ -147,7 +232,7 @@ def test_the_command_adds_lists_and_removes_without_showing_secrets(
     call_command("persona", "remove", "reader", stdout=out)
 
     text = out.getvalue()
-    assert "reader: 2 cookies, 1 headers, kept in WARCs" in text
+    assert "reader: 2 cookies, 1 headers (for example.com), kept in WARCs" in text
     assert "--save-storage" in text
     assert VALUE not in text and "abcdef123" not in text
     assert not Persona.objects.exists()
@@ -221,8 +306,8 @@ def test_the_admin_takes_secrets_but_never_shows_them(tmp_path: Path) -> None:
     bad = client.post(f"/admin/crawls/persona/{persona.pk}/change/", {"name": "reader",
                       "description": "", "user_agent": "", "headers": "no colon"})  # fmt: skip
 
-    assert persona.summary() == "2 cookies, 1 headers"
-    assert "2 cookies, 1 headers" in page
+    assert persona.summary() == "2 cookies, 1 headers (for example.com)"
+    assert "2 cookies, 1 headers (for example.com)" in page
     assert VALUE not in page and "k-12345" not in page and persona.secrets not in page
     assert bad.status_code == 200 and "A header is" in bad.content.decode()
 

@@ -47,7 +47,15 @@ class Command(BaseCommand):
             "--header",
             action="append",
             default=[],
-            help="'Name: value', sent with every request (repeat for more).",
+            help="'Name: value', sent with each request to the persona's domains (repeat for "
+            "more).",
+        )
+        add.add_argument(
+            "--domain",
+            action="append",
+            default=[],
+            help="A host or domain (its subdomains too) the headers are for, besides the "
+            "cookies' domains (repeat for more; given, replaces the stored ones).",
         )
         add.add_argument("--user-agent", help="Sent instead of USER_AGENT.")
         add.add_argument("--description")
@@ -83,6 +91,7 @@ class Command(BaseCommand):
                     user_agent=options["user_agent"],
                     description=options["description"],
                     keep_in_warcs=options["keep_in_warcs"],
+                    domains=options["domain"],
                 )
                 self.stdout.write(f"persona {persona.name}: {persona.summary()}")
             elif action == "remove":

@@ -14,12 +14,13 @@ a folder or a value), ``outputs`` (files whose format the integrity check verifi
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 from django.conf import settings
 
@@ -159,9 +160,18 @@ class Extractor:
     # Of the WARCs a snapshot's extractors write, replay plays those of the highest priority
     # first, and the others only for the URLs those lack (core/folder/wacz.py).
     replay_priority: ClassVar[int] = 0
-    # The crawl's persona, decrypted, for the run under way (core/services/results.py sets it
-    # around ``run`` and clears it after): None when the crawl signs in as no one.
-    credentials: Credentials | None = None
+
+    def __init__(self, credentials: Credentials | None = None) -> None:
+        # The crawl's persona, decrypted, for this instance's runs: None when the crawl signs
+        # in as no one. The registry's instances, shared by every run, hold none.
+        self.credentials = credentials
+
+    def with_credentials(self, credentials: Credentials | None) -> Self:
+        """Return a copy of this extractor that runs with ``credentials`` (a persona's, for one
+        snapshot: core/services/results.py), leaving this one as it is."""
+        signed_in = copy.copy(self)
+        signed_in.credentials = credentials
+        return signed_in
 
     @property
     def options(self) -> dict:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import logging
 import os
 import shutil
@@ -270,9 +269,7 @@ class Browser:
         included) is raised here. ``credentials`` (a persona's) give the context its cookies (a
         storage state) and extra headers; a page loaded with others is not reused.
         """
-        signed_in = (
-            hashlib.sha256(credentials.to_json().encode()).hexdigest() if credentials else None
-        )
+        signed_in = credentials.fingerprint if credentials else None
         job = self._thread.submit(
             self._visit,
             (url, user_agent, load_key, signed_in),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import ipaddress
 import json
 import logging
@@ -23,6 +24,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from http.cookiejar import LoadError, MozillaCookieJar
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -68,6 +70,12 @@ class Credentials:
         if not self.headers or any(domain_match(host, d) for d in self.header_domains):
             return self
         return dataclasses.replace(self, headers={})
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A SHA-256 of what these credentials send (hex), to tell a browser visit made with
+        them from one made with others; computed once, however many captures ask."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def secrets(self) -> set[str]:
         """Every value that must not remain in a recorded file: cookie and header values."""
@@ -164,6 +172,8 @@ def parse_cookies_txt(text: str) -> list[Cookie]:
             line = line.removeprefix("#HttpOnly_")
             http_only.add(tuple(line.split("\t")[:1] + line.split("\t")[5:6]))
         lines.append(line)
+    # MozillaCookieJar reads only a named file (its reader of an open stream, _really_load, is
+    # private API): the text goes through a file in a private folder (0700), removed at once.
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "cookies.txt"
         body = "\n".join(lines)

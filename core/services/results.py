@@ -156,12 +156,14 @@ def _hand_back_for_host(result: ArchiveResult, wait_until: datetime) -> None:
 def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOutput:
     """Call ``extractor.run``, turning an unexpected exception into a recorded outcome.
 
-    Whatever way it ends, the credentials in the extractor's arguments are then scrubbed from
-    the files it wrote (its tool's logs and WARCs, core/extractors/scrubbing.py) before they
-    are kept, moved into place or checksummed.
+    The extractor runs with the credentials of the crawl's persona meant for the snapshot's
+    host (``_persona_credentials``). Whatever way it ends, the credentials in the extractor's
+    arguments and all the persona's secrets are then scrubbed from the files it wrote (its
+    tool's logs and WARCs, core/extractors/scrubbing.py) before they are kept, moved into
+    place or checksummed.
     """
-    credentials = _persona_credentials(snapshot)
-    extractor.credentials = credentials
+    held = _persona_credentials(snapshot)
+    extractor = extractor.with_credentials(held.for_url(snapshot.url) if held else None)
     try:
         return extractor.run(snapshot, work_dir)
     except CommandCancelled:
@@ -175,32 +177,44 @@ def _run_extractor(extractor, snapshot: Snapshot, work_dir: Path) -> ExtractorOu
             outcome=Outcome.FATAL, error=f"internal error: {type(error).__name__}: {error}"
         )
     finally:
-        extractor.credentials = None
         scrub_folder(
             work_dir,
             extractor.arguments,
             tool=next(iter(extractor.binaries), None),
-            secrets=credentials.secrets() if credentials else (),
-            headers=credentials.headers if credentials else (),
-            persona_in_warcs=bool(credentials and credentials.keep_in_warcs),
+            secrets=held.secrets() if held else (),
+            headers=held.headers if held else (),
+            persona_in_warcs=bool(held and held.keep_in_warcs),
         )
 
 
+# The persona credentials decrypted last in this process, with what they are for: (snapshot id,
+# persona id, the persona's modified_at and encrypted secrets). A snapshot's extractors run one
+# after the other in one actor (the visit's companions, orchestrator/work.py), so its persona is
+# decrypted once for all of them; another snapshot, or a persona changed since, decrypts anew.
+_decrypted: tuple[tuple, Credentials] | None = None
+
+
 def _persona_credentials(snapshot: Snapshot) -> Credentials | None:
-    """The decrypted credentials of the persona ``snapshot``'s crawl signs in as, or None;
-    its headers only when the snapshot's host is one they are for (Credentials.for_url).
+    """The decrypted credentials of the persona ``snapshot``'s crawl signs in as, or None; the
+    caller gives an extractor those for the snapshot's host (Credentials.for_url).
 
     A persona whose secrets the key no longer opens gives none (logged): the page is then
     captured signed out, as with no persona, rather than not at all.
     """
+    global _decrypted
     persona = snapshot.crawl.persona if snapshot.crawl_id else None
     if persona is None:
         return None
+    key = (snapshot.pk, persona.pk, persona.modified_at, persona.secrets)
+    if _decrypted is not None and _decrypted[0] == key:
+        return _decrypted[1]
     try:
-        return persona.credentials().for_url(snapshot.url)
+        credentials = persona.credentials()
     except ValueError as error:
         logger.warning("persona %s of crawl %s: %s", persona.name, snapshot.crawl_id, error)
         return None
+    _decrypted = (key, credentials)
+    return credentials
 
 
 def result_record(*, result: ArchiveResult, output: ExtractorOutput, work_dir: Path) -> None:

@@ -116,8 +116,7 @@ def test_curl_gets_the_persona_from_files(watching_site: WatchingSite, tmp_path:
 
 
 def test_wget_gets_the_persona_from_files(watching_site: WatchingSite, tmp_path: Path) -> None:
-    wget = WgetExtractor()
-    wget.credentials = persona()
+    wget = WgetExtractor(persona())
 
     output = wget.run(SimpleNamespace(url=watching_site.url("/page")), tmp_path)
 
@@ -134,8 +133,7 @@ def test_wget_without_a_persona_reads_no_startup_file() -> None:
 
 
 def test_ytdlp_gets_the_persona_from_files(watching_site: WatchingSite, tmp_path: Path) -> None:
-    media = MediaExtractor()
-    media.credentials = persona()
+    media = MediaExtractor(persona())
 
     media.run(SimpleNamespace(url=watching_site.url("/tone.wav")), tmp_path)
 

@@ -21,6 +21,7 @@ from django.test import Client
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from core.extractors.base import Extractor, ExtractorOutput
 from core.extractors.credentials import (
     Cookie,
     Credentials,
@@ -30,13 +31,15 @@ from core.extractors.credentials import (
     persona_arguments,
     persona_files,
 )
+from core.extractors.errors import Outcome
 from core.extractors.git import GitExtractor, persona_config
 from core.extractors.media import MediaExtractor
 from core.extractors.scrubbing import scrub_folder
 from core.services.crawls import CrawlOptions, crawl_create
 from core.services.personas import persona_remove, persona_save
-from core.services.results import _persona_credentials
+from core.services.results import _persona_credentials, _run_extractor
 from core.tests.users import staff_with
+from crawls import persona_store
 from crawls.models import Crawl, CrawlSchedule, Persona
 from crawls.persona_store import KEY_NAME
 from crawls.seeds import InputError
@@ -191,16 +194,56 @@ def test_a_persona_with_headers_and_no_domain_sends_them_nowhere_and_says_so() -
     assert persona.credentials().for_url("https://example.com/").headers == {"X-Api-Key": "k-12345"}
 
 
-def test_a_capture_gets_the_headers_only_for_a_snapshot_on_their_domains() -> None:
+class Noting(Extractor):
+    """An extractor that notes the credentials each run was given."""
+
+    name = "noting"
+
+    def __init__(self, credentials: Credentials | None = None) -> None:
+        super().__init__(credentials)
+        self.given: list[Credentials | None] = []
+
+    def run(self, snapshot, out_dir: Path) -> ExtractorOutput:
+        self.given.append(self.credentials)
+        return ExtractorOutput(outcome=Outcome.SUCCEEDED)
+
+
+def a_snapshot(pk: int, url: str, persona: Persona) -> SimpleNamespace:
+    """What _run_extractor reads of a snapshot."""
+    return SimpleNamespace(pk=pk, url=url, crawl_id=1, crawl=SimpleNamespace(persona=persona))
+
+
+def test_a_capture_gets_the_headers_only_for_a_snapshot_on_their_domains(tmp_path: Path) -> None:
     persona = persona_save(name="reader", cookies=COOKIES_TXT, headers=["X-Api-Key: k-12345"])
+    noting = Noting()
 
-    def given(url: str) -> Credentials:
-        snapshot = SimpleNamespace(url=url, crawl_id=1, crawl=SimpleNamespace(persona=persona))
-        return _persona_credentials(snapshot)
+    _run_extractor(noting, a_snapshot(1, "https://www.example.com/", persona), tmp_path)
+    _run_extractor(noting, a_snapshot(2, "https://elsewhere.example.org/", persona), tmp_path)
 
-    assert given("https://www.example.com/").headers == {"X-Api-Key": "k-12345"}
-    assert given("https://elsewhere.example.org/").headers == {}
-    assert len(given("https://elsewhere.example.org/").cookies) == 2
+    on_domain, elsewhere = noting.given
+    assert on_domain.headers == {"X-Api-Key": "k-12345"}
+    assert elsewhere.headers == {} and len(elsewhere.cookies) == 2
+    assert noting.credentials is None  # the shared instance ran a signed-in copy
+
+
+def test_a_persona_is_decrypted_once_per_snapshot_and_its_key_read_once(
+    tmp_path: Path, settings
+) -> None:
+    persona = persona_save(name="reader", cookies=COOKIES_TXT)
+    persona_store._read_key.cache_clear()
+    first = a_snapshot(1, "https://example.com/", persona)
+
+    held = [_persona_credentials(first) for _ in range(3)]
+    other = _persona_credentials(a_snapshot(2, "https://example.com/", persona))
+    persona = persona_save(name="reader", user_agent="Reader/2")  # changed: decrypted anew
+    changed = _persona_credentials(a_snapshot(1, "https://example.com/", persona))
+
+    assert held[0] is held[1] is held[2]
+    assert other is not held[0] and changed.user_agent == "Reader/2"
+    assert persona_store._read_key.cache_info().misses == 1  # one key file, read once
+    settings.KEYS_DIR = tmp_path / "other-keys"  # another DATA_DIR: its own key
+    persona_store.encrypt("x")
+    assert persona_store._read_key.cache_info().misses == 2
 
 
 def test_the_command_takes_domains_and_refuses_what_is_no_host() -> None:
@@ -366,8 +409,7 @@ def test_a_cookie_file_that_cannot_be_removed_is_named_in_a_warning(caplog) -> N
 
 
 def test_the_tools_get_headers_from_private_files_not_their_command_line() -> None:
-    media = MediaExtractor()
-    media.credentials = held()
+    media = MediaExtractor(held())
     with persona_files(held()) as files:
         cmd = media.command("yt-dlp", "https://example.com/v", files)
         config = files.ytdlp_config.read_text()
@@ -404,8 +446,7 @@ def test_git_gets_the_persona_through_its_environment(tmp_path: Path) -> None:
         "GIT_CONFIG_KEY_1": "http.extraHeader",
         "GIT_CONFIG_VALUE_1": "X-Api-Key: k-12345",
     }
-    git = GitExtractor()
-    git.credentials = held()
+    git = GitExtractor(held())
     assert "k-12345" not in " ".join(git.command("git", "https://example.com/r.git", "r.git"))
 
 

@@ -206,17 +206,22 @@ class Persona(models.Model):
     def credentials(self) -> Credentials:
         """Decrypt the stored cookies and headers; ValueError when the key cannot. The headers
         are for ``header_domains`` and the domains of the cookies (Credentials.for_url)."""
+        # No secrets yet: a persona just made (persona_save fills it in the same transaction),
+        # or one the admin saved with neither cookies nor headers.
         stored = (
-            Credentials.from_json(persona_store.decrypt(self.secrets)) if self.secrets else None
+            Credentials.from_json(persona_store.decrypt(self.secrets))
+            if self.secrets
+            else Credentials()
         )
-        cookies = stored.cookies if stored else []
         return Credentials(
-            cookies=cookies,
-            headers=stored.headers if stored else {},
+            cookies=stored.cookies,
+            headers=stored.headers,
             user_agent=self.user_agent,
             keep_in_warcs=self.keep_in_warcs,
             header_domains=tuple(
-                dict.fromkeys([*self.header_domains, *(c.domain.lstrip(".") for c in cookies)])
+                dict.fromkeys(
+                    [*self.header_domains, *(c.domain.lstrip(".") for c in stored.cookies)]
+                )
             ),
         )
 

@@ -99,7 +99,7 @@ def scrub_folder(
     # A persona's cookie and header values, and its header names (crawls.Persona).
     found.secrets.update(secrets)
     found.headers.update(headers)
-    in_warcs = found if persona_in_warcs is False else from_arguments
+    in_warcs = from_arguments if persona_in_warcs else found
     ours = bool(in_warcs.secrets or in_warcs.headers)
     changed = []
     for path in sorted(folder.rglob("*")):

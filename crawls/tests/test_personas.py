@@ -117,6 +117,15 @@ def test_a_persona_the_key_does_not_open_says_so(data_dir: Path) -> None:
     assert "cannot be decrypted" in persona.summary()
 
 
+def test_a_persona_without_secrets_holds_none() -> None:
+    """As the admin saves one given neither cookies nor headers (secrets stays empty)."""
+    persona = Persona.objects.create(name="bare", user_agent="Reader/1.0")
+
+    held = persona.credentials()
+    assert (held.cookies, held.headers, held.user_agent) == ([], {}, "Reader/1.0")
+    assert persona.summary() == "0 cookies, 0 headers"
+
+
 def test_updating_keeps_what_is_not_given() -> None:
     persona_save(name="reader", cookies=COOKIES_TXT, headers=["X-A: 1"])
     persona_save(name="reader", user_agent="Reader/1.0")

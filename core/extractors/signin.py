@@ -1,15 +1,18 @@
-"""Sign in once, by hand, in a headed Chromium, and keep the session (``persona login``).
+"""Sign in once, by hand, in a headed Chromium, and keep the session (``persona login``); or
+take the cookies of a Chromium profile made that way elsewhere (``persona add --profile-dir``).
 
 The person signs in at the site in the window that opens; when they close it, the browser
 context's cookies (a Playwright storage state) are what the persona keeps. This browser is the
 operator's own, outside the egress proxy the capture browser uses: it visits only the sites
-the operator opens in it.
+the operator opens in it. Only the cookies are kept, encrypted (crawls/persona_store.py):
+neither browser's profile folder is copied into DATA_DIR.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from core.extractors.process import find_binary
 
@@ -38,7 +41,34 @@ def sign_in(url: str) -> str:
             context = browser.new_context()
             page = context.new_page()
             page.goto(url)
-            page.wait_for_event("close", timeout=0)
+            if not page.is_closed():  # a tab closed at once is as good
+                page.wait_for_event("close", timeout=0)
             return json.dumps(context.storage_state())
         finally:
             browser.close()
+
+
+def profile_state(profile_dir: Path) -> str:
+    """Open the Chromium user-data directory ``profile_dir`` headless, as it is, and return its
+    cookies as a storage state in JSON text; nothing of the folder is copied.
+
+    Chromium must be able to decrypt the profile's cookies: a profile made by Playwright, or by
+    Chromium with ``--password-store=basic``, not one whose key is in a desktop keyring. Raises
+    LookupError when Chromium is not installed or ``profile_dir`` is no folder, and
+    Playwright's Error when it cannot be opened (a Chromium running on it holds its lock).
+    """
+    from playwright.sync_api import sync_playwright
+
+    chromium = find_binary("chromium")
+    if chromium is None:
+        raise LookupError("chromium not found")
+    if not profile_dir.is_dir():
+        raise LookupError(f"{profile_dir} is not a folder")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile_dir), executable_path=chromium, headless=True
+        )
+        try:
+            return json.dumps(context.storage_state())
+        finally:
+            context.close()

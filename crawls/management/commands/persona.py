@@ -9,7 +9,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from playwright.sync_api import Error as PlaywrightError
 
-from core.extractors.signin import can_open_window, sign_in
+from core.extractors.signin import can_open_window, profile_state, sign_in
 from core.management.database import require_migrated_database
 from core.services.personas import persona_remove, persona_save
 from crawls.models import Persona
@@ -38,10 +38,17 @@ class Command(BaseCommand):
         actions.add_parser("list", help="Every persona, with how many cookies and headers.")
         add = actions.add_parser("add", help="Create a persona, or update what is given.")
         add.add_argument("name")
-        add.add_argument(
+        source = add.add_mutually_exclusive_group()
+        source.add_argument(
             "--cookies",
             type=Path,
             help="A Netscape cookies.txt or a Playwright storage state (JSON); - reads stdin.",
+        )
+        source.add_argument(
+            "--profile-dir",
+            type=Path,
+            help="Take the cookies of this Chromium user-data folder (signed in once there); "
+            "the folder itself is not copied.",
         )
         add.add_argument(
             "--header",
@@ -86,7 +93,9 @@ class Command(BaseCommand):
             elif action == "add":
                 persona = persona_save(
                     name=options["name"],
-                    cookies=self._read(options["cookies"]),
+                    cookies=self._read(options["cookies"])
+                    if options["profile_dir"] is None
+                    else self._profile(options["profile_dir"]),
                     headers=options["header"],
                     user_agent=options["user_agent"],
                     description=options["description"],
@@ -114,6 +123,15 @@ class Command(BaseCommand):
             raise CommandError(f"the browser could not open {url}: {error.message}") from None
         persona = persona_save(name=name, cookies=state)
         self.stdout.write(f"persona {persona.name}: {persona.summary()}")
+
+    @staticmethod
+    def _profile(folder: Path) -> str:
+        try:
+            return profile_state(folder)
+        except LookupError as error:
+            raise CommandError(str(error)) from None
+        except PlaywrightError as error:
+            raise CommandError(f"cannot open the profile {folder}: {error.message}") from None
 
     def _list(self) -> None:
         for persona in Persona.objects.all():

@@ -29,7 +29,7 @@ from core.services.crawls import (
     crawls_set_public,
 )
 from core.services.export import ExportError, select_snapshots
-from core.services.personas import persona_save
+from core.services.personas import persona_domain, persona_save
 from core.services.profiles import describe_steps
 from core.services.rearchive import snapshots_retry_failed
 from core.services.removal import crawl_remove
@@ -270,6 +270,16 @@ class PersonaForm(forms.ModelForm):
         except ValueError as error:
             raise ValidationError(str(error)) from None
         return text
+
+    def clean_header_domains(self) -> list[str]:
+        """A JSON list of host names or domains, stored as persona_save stores them."""
+        domains = self.cleaned_data.get("header_domains") or []
+        if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+            raise ValidationError('A JSON list of host names, e.g. ["example.com"].')
+        try:
+            return list(dict.fromkeys(persona_domain(domain) for domain in domains))
+        except InputError as error:
+            raise ValidationError(str(error)) from None
 
     def clean_headers(self) -> str:
         text = self.cleaned_data.get("headers", "")

@@ -51,7 +51,7 @@ def persona_save(
         raise InputError(str(error)) from None
     if cookies is not None and not parsed_cookies:
         raise InputError("the cookies file holds no cookie")
-    parsed_domains = [_domain(domain) for domain in domains]
+    parsed_domains = [persona_domain(domain) for domain in domains]
     with transaction.atomic():
         persona, _ = Persona.objects.select_for_update().get_or_create(name=name)
         try:
@@ -76,7 +76,7 @@ def persona_save(
     return persona
 
 
-def _domain(text: str) -> str:
+def persona_domain(text: str) -> str:
     """Return ``text`` (a host name, a domain with or without a leading dot, or an IP address)
     as compared with URL hosts: lowercased IDNA ASCII, no leading or trailing dot. Raises
     InputError for anything else."""

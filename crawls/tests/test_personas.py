@@ -265,6 +265,27 @@ def test_the_command_takes_domains_and_refuses_what_is_no_host() -> None:
         call_command("persona", "add", "api", "--domain", "bad domain!", stdout=out)
 
 
+def test_the_admin_takes_header_domains_as_persona_add_does() -> None:
+    client = Client()
+    client.force_login(staff_with("keeper", "crawls.add_persona", "crawls.change_persona",
+                                  "crawls.view_persona"))  # fmt: skip
+    form = {"name": "api", "description": "", "user_agent": "", "headers": "X-Api-Key: k-12345"}
+
+    client.post("/admin/crawls/persona/add/", {**form, "header_domains": '[".API.Example.org"]'})
+    bad = [
+        client.post("/admin/crawls/persona/add/", {**form, "name": f"bad{i}", "header_domains": v})
+        for i, v in enumerate(['"example.org"', '["bad domain!"]'])
+    ]
+
+    persona = Persona.objects.get(name="api")
+    assert persona.header_domains == ["api.example.org"]
+    assert persona.credentials().for_url("https://api.example.org/").headers
+    assert [r.status_code for r in bad] == [200, 200]  # the form again, with the error
+    assert b"A JSON list of host names" in bad[0].content
+    assert b"not a host name or domain" in bad[1].content
+    assert not Persona.objects.filter(name__startswith="bad").exists()
+
+
 # --- the command ---------------------------------------------------------------------------------
 
 

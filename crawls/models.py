@@ -259,6 +259,14 @@ class CrawlQuerySet(WorkQuerySet):
         )
         return self if allowed is None else self.filter(allowed)
 
+    def add_bytes(self, change: int) -> int:
+        """Add ``change`` bytes (negative for outputs sent back or moved aside) to these
+        crawls' ``bytes_written`` in one UPDATE (no read first, so two actors recording at
+        once both count); return how many crawls changed."""
+        if not change:
+            return 0
+        return self.update(bytes_written=models.F("bytes_written") + change)
+
 
 class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
     """One batch: the seed URLs a person gave at once, how deep to follow links, and its state.
@@ -324,6 +332,12 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
     stop_reason = models.CharField(
         max_length=300, blank=True, help_text="Why it stopped growing before its links ran out."
     )
+    bytes_written = models.BigIntegerField(
+        default=0,
+        editable=False,
+        help_text="Bytes its results' outputs hold (their output_size summed), kept as each is "
+        "recorded, sent back or moved aside; max-bytes is checked against it.",
+    )
     input_report = models.JSONField(
         default=dict,
         blank=True,
@@ -360,6 +374,18 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         first = self.seeds.split("\n", 1)[0]
         more = self.seed_list()[1:]
         return f"Crawl {self.pk}: {first}" + (f" (+{len(more)} more)" if more else "")
+
+    def save(self, *args, **kwargs) -> None:
+        """Save; a crawl already stored leaves ``bytes_written`` alone, which only
+        ``CrawlQuerySet.add_bytes`` changes: a row read before a result was recorded must not
+        write its older count back."""
+        if not self._state.adding and kwargs.get("update_fields") is None and not args:
+            kwargs["update_fields"] = [
+                field.name
+                for field in self._meta.concrete_fields
+                if not field.primary_key and field.name != "bytes_written"
+            ]
+        super().save(*args, **kwargs)
 
     def announce(self) -> None:
         """A held crawl wakes the orchestrator as a final one does: ``add --wait`` stops waiting

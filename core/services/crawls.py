@@ -12,14 +12,14 @@ from functools import partial
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Count
 from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.folder.manifest import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
-from core.services.scope import crawl_admit, crawl_screen
+from core.services.scope import crawl_admit, crawl_bytes, crawl_screen
 from crawls.choices import CrawlScope, CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import Crawl, Persona, Profile
@@ -385,7 +385,10 @@ def crawl_seal(*, crawl: Crawl) -> bool:
     so the two never cross (on PostgreSQL's READ COMMITTED they otherwise could).
     """
     with transaction.atomic():
+        # Locked, then read again: a result recorded or a limit reached since the claim read
+        # the row changed its byte count or stop reason, which the report gives.
         Crawl.objects.select_for_update().filter(pk=crawl.pk).exists()
+        crawl.refresh_from_db(fields=["bytes_written", "stop_reason"])
         if not crawl.all_snapshots_final():
             return False
         crawl.seal(report=crawl_report(crawl=crawl))
@@ -484,11 +487,10 @@ def crawl_report(*, crawl: Crawl) -> dict:
     ]
     failures = (failed_snapshots + failed_results)[:REPORT_FAILURE_LIMIT]
     started = crawl.start_ts or crawl.created_at
-    stored = results.aggregate(bytes=Sum("output_size"))["bytes"] or 0
     report = {
         "snapshots": snapshots,
         "results": by_state,
-        "bytes": stored,
+        "bytes": crawl_bytes(crawl=crawl),
         "failures": failures,
         "duration_seconds": round((timezone.now() - started).total_seconds(), 3),
     }

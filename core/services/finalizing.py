@@ -206,6 +206,7 @@ def _send_back(
         for result in results:
             if result.extractor not in corrupt:
                 continue
+            Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(-result.output_size)
             retry_or_fail(
                 result,
                 f"output failed the integrity check: {'; '.join(corrupt[result.extractor])}",

@@ -43,6 +43,9 @@ def snapshot_rearchive(*, snapshot: Snapshot) -> str:
         results = list(snapshot.results.all())
         for name in [result.extractor for result in results] + ["logs", INDEX_NAME, WACZ_NAME]:
             _move_aside(folder / name, folder / moved_to / name)
+        # The earlier run's files stay (in history/), but its bytes are not this run's.
+        moved = sum(result.output_size for result in results)
+        Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(-moved)
         for result in results:
             result.rearchive(moved_to=moved_to)
             result.save()

@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.management.color import no_style
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Min
+from django.db.models import Max, Min, OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from core.choices import SnapshotStatus
 from core.folder.index_json import (
@@ -300,6 +301,7 @@ def _restore_batch(
         for values in entry.results
     ]
     ArchiveResult.objects.bulk_create(results, batch_size=BATCH_SIZE)
+    _count_bytes(accepted)
     sealed = Snapshot.objects.filter(pk__in=[s.pk for s in snapshots], status=SnapshotStatus.SEALED)
     for snapshot in sealed:
         snapshot_index_text(snapshot=snapshot)  # found by search again
@@ -307,6 +309,20 @@ def _restore_batch(
     restored.snapshots, restored.results = len(snapshots), len(results)
     restored.crawls = [record.id for record in new_crawls]
     return restored
+
+
+def _count_bytes(entries: list[FolderIndex]) -> None:
+    """Count again the bytes of the crawls the restored ``entries`` joined, from all their
+    results (a count kept by a database that lost the snapshot's row may hold it already)."""
+    crawl_ids = {entry.snapshot["crawl_id"] for entry in entries}
+    held = (
+        ArchiveResult.objects.filter(snapshot__crawl=OuterRef("pk"))
+        .order_by()
+        .values("snapshot__crawl")
+        .annotate(total=Sum("output_size"))
+        .values("total")
+    )
+    Crawl.objects.filter(pk__in=crawl_ids).update(bytes_written=Coalesce(Subquery(held), 0))
 
 
 def _accept(

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
@@ -77,7 +77,9 @@ def snapshot_remove(*, snapshot_id: uuid.UUID, delete_files: bool = False) -> No
                 trash = _move_to_trash(folder)
             _forget_seed(snapshot)
             tag_ids = list(snapshot.tags.values_list("pk", flat=True))
+            held = snapshot.results.aggregate(total=Sum("output_size"))["total"] or 0
             snapshot.delete()
+            Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(-held)
             tags_drop_unused(tag_ids=tag_ids)
     except BaseException:
         if trash is not None:

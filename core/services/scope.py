@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from django.db.models import Sum
 from django.utils import timezone
 
 from core.extractors.robots import RobotsRules, fetch_robots
-from core.models import ArchiveResult, Host
+from core.models import Host
 from crawls.choices import CrawlScope, CrawlStatus, SkipReason
 from crawls.models import Crawl, CrawlSkip
 from crawls.scope import ScopeRules
@@ -146,9 +145,9 @@ def crawl_record_skips(*, crawl: Crawl, skipped: list[tuple[str, str, str]]) -> 
 
 
 def crawl_bytes(*, crawl: Crawl) -> int:
-    """Bytes the results of ``crawl`` wrote so far."""
-    results = ArchiveResult.objects.filter(snapshot__crawl=crawl)
-    return results.aggregate(total=Sum("output_size"))["total"] or 0
+    """Bytes the results of ``crawl`` hold, as its row said when read (``Crawl.bytes_written``,
+    a running count kept as each result is recorded: read the row again for the count now)."""
+    return crawl.bytes_written
 
 
 def crawl_over_bytes(*, crawl: Crawl) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
+from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
@@ -28,6 +29,8 @@ from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
 from core.services.hosts import host_note_outcome, host_start_wait
+from core.services.rearchive import snapshot_rearchive
+from core.services.removal import snapshot_remove
 from core.services.results import result_tick
 from core.services.schedules import schedule_run_now
 from core.services.snapshots import snapshot_queue_outlinks, snapshot_start
@@ -153,6 +156,46 @@ def test_max_bytes_stops_following_links_once_reached(site: PoliteSite) -> None:
     assert len(skipped(crawl, SkipReason.MAX_BYTES)) == PAGES + len(PRIVATE) + 1
 
 
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_a_crawls_byte_count_follows_its_results_outputs(site: PoliteSite) -> None:
+    crawl = archive_crawl(crawl_of(site, scope=CrawlScope.PAGE))
+    held = ArchiveResult.objects.filter(snapshot__crawl=crawl).aggregate(n=Sum("output_size"))
+
+    assert crawl.bytes_written == held["n"] > 0
+    assert crawl.report["bytes"] == held["n"]
+    (snapshot,) = crawl.snapshots.all()
+    snapshot_rearchive(snapshot=snapshot)  # the earlier run's bytes move to history/
+    assert Crawl.objects.get(pk=crawl.pk).bytes_written == 0
+
+
+def test_a_crawl_saved_from_an_older_read_keeps_the_byte_count() -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED)
+    read_before = Crawl.objects.get(pk=crawl.pk)
+    Crawl.objects.filter(pk=crawl.pk).add_bytes(1234)  # a result recorded meanwhile
+
+    read_before.stop_growing(reason="max-pages 1 reached")
+    read_before.save()
+
+    assert Crawl.objects.get(pk=crawl.pk).bytes_written == 1234
+
+
+def test_removing_a_snapshot_takes_its_bytes_off_its_crawl(data_dir) -> None:
+    crawl = baker.make(Crawl, status=CrawlStatus.SEALED)
+    snapshot = baker.make(Snapshot, crawl=crawl, status=SnapshotStatus.SEALED, retry_at=None)
+    baker.make(
+        ArchiveResult,
+        snapshot=snapshot,
+        output_size=700,
+        status=ResultStatus.SUCCEEDED,
+        retry_at=None,
+    )
+    Crawl.objects.filter(pk=crawl.pk).add_bytes(1000)
+
+    snapshot_remove(snapshot_id=snapshot.pk)
+
+    assert Crawl.objects.get(pk=crawl.pk).bytes_written == 300
+
+
 def test_max_pages_counts_the_seeds_too(data_dir, settings) -> None:
     settings.EXTRACTORS = ["title"]
     crawl = crawl_create(
@@ -240,10 +283,11 @@ def test_only_a_started_crawl_stops_growing(status: str) -> None:
 
 def test_leave_out_fails_a_queued_snapshot_with_the_reason(data_dir) -> None:
     crawl = baker.make(Crawl, status=CrawlStatus.STARTED, max_bytes=1)
+    Crawl.objects.filter(pk=crawl.pk).add_bytes(5)
     snapshot = baker.make(Snapshot, crawl=crawl, url="http://a.example/", retry_at=timezone.now())
-    baker.make(ArchiveResult, snapshot=snapshot, output_size=5, status=ResultStatus.SUCCEEDED)
 
-    snapshot_start(snapshot=snapshot)  # its crawl wrote more than it may: it never starts
+    claimed = Snapshot.objects.select_related("crawl").get(pk=snapshot.pk)  # as a claim reads it
+    snapshot_start(snapshot=claimed)  # its crawl wrote more than it may: it never starts
 
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.FAILED

@@ -245,7 +245,7 @@ def _result_transition(result: ArchiveResult, output: ExtractorOutput, work_dir:
             result.save()
             Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(size)
             if screened is not None:
-                snapshot_queue_outlinks(snapshot=snapshot, urls=links, screened=screened)
+                snapshot_queue_outlinks(snapshot=snapshot, screened=screened)
         return
     _keep_logs(work_dir, snapshot.output_dir / "logs", f"{result.extractor}.{result.attempts}")
     with transaction.atomic():

@@ -137,21 +137,16 @@ def snapshot_screen_outlinks(*, snapshot: Snapshot, urls: list[str]) -> Screened
     return crawl_screen(crawl=crawl, urls=urls, found_on=snapshot.url)
 
 
-def snapshot_queue_outlinks(
-    *, snapshot: Snapshot, urls: list[str], screened: Screened | None = None
-) -> int:
-    """Queue child snapshots for the links of ``snapshot`` while the crawl has depth left.
+def snapshot_queue_outlinks(*, snapshot: Snapshot, screened: Screened) -> int:
+    """Queue child snapshots for the links of ``snapshot`` that its crawl's rules let through.
 
-    Links are normalized (invalid ones left out) and screened by the crawl's scope, patterns
-    and robots.txt (``screened``, from ``snapshot_screen_outlinks``; screened here when not
-    given), then admitted within its page and byte limits (core/services/scope.py); those left
-    out are recorded with their reason. Each URL is archived once per crawl (the unique
-    constraint decides). Return how many new snapshots were queued.
+    ``screened`` comes from ``snapshot_screen_outlinks`` (links normalized and screened by the
+    crawl's scope, patterns and robots.txt, outside any transaction: robots.txt may be
+    fetched); they are admitted here within the crawl's page and byte limits
+    (core/services/scope.py), and those left out are recorded with their reason. Each URL is
+    archived once per crawl (the unique constraint decides). Return how many new snapshots
+    were queued.
     """
-    if snapshot.depth >= snapshot.crawl.depth:
-        return 0
-    if screened is None:
-        screened = snapshot_screen_outlinks(snapshot=snapshot, urls=urls)
     with transaction.atomic():
         crawl = Crawl.objects.select_for_update().get(pk=snapshot.crawl_id)
         known = crawl.snapshots.filter(url__in=screened.wanted).values_list("url", flat=True)

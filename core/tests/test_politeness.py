@@ -33,7 +33,11 @@ from core.services.rearchive import snapshot_rearchive
 from core.services.removal import snapshot_remove
 from core.services.results import result_tick
 from core.services.schedules import schedule_run_now
-from core.services.snapshots import snapshot_queue_outlinks, snapshot_start
+from core.services.snapshots import (
+    snapshot_queue_outlinks,
+    snapshot_screen_outlinks,
+    snapshot_start,
+)
 from core.services.tokens import token_create
 from core.tests.pipeline import archive_crawl
 from core.tests.polite_site import PAGES, PRIVATE, PoliteSite
@@ -214,7 +218,8 @@ def test_a_held_crawl_still_keeps_its_page_limit(data_dir) -> None:
     crawl = baker.make(Crawl, status=CrawlStatus.HELD, max_pages=1, depth=1)
     parent = baker.make(Snapshot, crawl=crawl, url="http://a.example/", status="started")
 
-    queued = snapshot_queue_outlinks(snapshot=parent, urls=["http://a.example/b"])
+    screened = snapshot_screen_outlinks(snapshot=parent, urls=["http://a.example/b"])
+    queued = snapshot_queue_outlinks(snapshot=parent, screened=screened)
 
     assert queued == 0
     assert skipped(crawl, SkipReason.MAX_PAGES) == ["http://a.example/b"]

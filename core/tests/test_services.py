@@ -31,6 +31,7 @@ from core.services.results import result_tick
 from core.services.snapshots import (
     snapshot_check_results,
     snapshot_queue_outlinks,
+    snapshot_screen_outlinks,
     snapshot_start,
     snapshot_tick,
     snapshot_wake,
@@ -706,7 +707,8 @@ def test_outlinks_twice_make_no_duplicates(live_site: LiveSite) -> None:
     assert result.status == ResultStatus.SUCCEEDED
     assert {c.pk for c in children_of(root)} == first
     assert root.crawl.snapshots.count() == 4
-    assert snapshot_queue_outlinks(snapshot=root, urls=[live_site.url("/page2.html")]) == 0
+    screened = snapshot_screen_outlinks(snapshot=root, urls=[live_site.url("/page2.html")])
+    assert snapshot_queue_outlinks(snapshot=root, screened=screened) == 0
 
 
 def test_outlinks_skip_a_url_already_in_the_crawl(live_site: LiveSite) -> None:
@@ -722,7 +724,7 @@ def test_outlinks_skip_a_url_already_in_the_crawl(live_site: LiveSite) -> None:
 def test_queue_outlinks_normalizes_and_drops_invalid_links() -> None:
     root = make_snapshot("http://a.example/", crawl=make_crawl(depth=2))
 
-    queued = snapshot_queue_outlinks(
+    screened = snapshot_screen_outlinks(
         snapshot=root,
         urls=[
             "HTTP://A.EXAMPLE:80/x#y",
@@ -733,6 +735,7 @@ def test_queue_outlinks_normalizes_and_drops_invalid_links() -> None:
             "not a url",
         ],
     )
+    queued = snapshot_queue_outlinks(snapshot=root, screened=screened)
 
     assert queued == 1
     assert [c.url for c in children_of(root)] == ["http://a.example/x"]

@@ -44,10 +44,11 @@ class ExtractorOutput:
 
     ``output`` is the main output: a path relative to ``out_dir`` (``output.txt``) or a short
     value (the title). ``cmd``/``cmd_version``/``exit_code`` describe the last command that
-    ran. ``error`` explains any outcome but SUCCEEDED; ``retry_after`` (seconds) is the server's
-    Retry-After, if it sent one. ``facts`` carries what the caller applies to the snapshot:
-    ``{"title": str}`` or ``{"outlinks": [url, ...]}``. ``cmd`` is kept as
-    ``redact_command`` records it (core/extractors/redaction.py). ``missing`` lists what a
+    ran. ``error`` explains any outcome but SUCCEEDED; ``http_status`` is the HTTP status of the
+    page's final response when the run failed on one (404, 429, 503...), and ``retry_after``
+    (seconds) the server's Retry-After, if it sent one. ``facts`` carries what the caller
+    applies to the snapshot: ``{"title": str}`` or ``{"outlinks": [url, ...]}``. ``cmd`` is
+    kept as ``redact_command`` records it (core/extractors/redaction.py). ``missing`` lists what a
     capture that stands still lacks (a page requisite that never arrived), as
     ``{"url": str, "reason": str}`` objects; what the address policy refused is in
     ``refusals`` instead, never in both.
@@ -59,6 +60,7 @@ class ExtractorOutput:
     cmd_version: str = ""
     exit_code: int | None = None
     error: str = ""
+    http_status: int | None = None
     retry_after: float | None = None
     facts: dict[str, Any] = field(default_factory=dict)
     refusals: list[Refusal] = field(default_factory=list)  # fetches the address policy refused

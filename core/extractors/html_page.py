@@ -295,6 +295,7 @@ def output_from_fetch(
         cmd_version=result.cmd_version,
         exit_code=result.exit_code,
         error=result.error if error is None else error,
+        http_status=result.http_status,
         retry_after=result.retry_after,
         facts=facts or {},
         refusals=result.refusals,

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -56,6 +56,17 @@ SETTLE_SECONDS = 5
 # Seconds between checks, while waiting for ``load``, that the main document's transfer did
 # not fail (Chromium then never fires ``load``).
 LOAD_POLL_SECONDS = 0.25
+
+
+class Unusable(NamedTuple):
+    """Why a page load gives nothing to capture: its outcome and error, with the server's
+    Retry-After (seconds) and the HTTP status of the main response when it answered one."""
+
+    outcome: Outcome
+    error: str
+    retry_after: float | None = None
+    http_status: int | None = None
+
 
 # Chromium's network errors (net/base/net_error_list.h) that a later attempt may not meet:
 # those that say the server was not reached (errors.py), and these.
@@ -172,7 +183,7 @@ class ChromiumExtractor(Extractor):
                 credentials=self.credentials,
             )
             if isinstance(done, tuple):
-                output.outcome, output.error, output.retry_after = done
+                output.outcome, output.error, output.retry_after, output.http_status = done
                 return
             output.output = done
         except (DeadlineMissed, PlaywrightTimeout):
@@ -186,11 +197,11 @@ class ChromiumExtractor(Extractor):
 
     def _load(
         self, page, *, url: str, record: PageLoad, behaviour: BehaviourOptions
-    ) -> tuple[Outcome, str, float | None] | None:
+    ) -> Unusable | None:
         """In the browser's thread: load ``url``, let it settle and run the behaviours
-        (``behaviour``: the snapshot's crawl's options); return None, or (outcome, error,
-        retry_after) when the response cannot be captured. ``record`` notes that the page was
-        loaded, and each URL the main frame requested on the way."""
+        (``behaviour``: the snapshot's crawl's options); return None, or why the response
+        cannot be captured (Unusable). ``record`` notes that the page was loaded, and each URL
+        the main frame requested on the way."""
         # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
         from playwright.sync_api import Error as PlaywrightError
 
@@ -221,7 +232,7 @@ class ChromiumExtractor(Extractor):
         raise NotImplementedError(f"extractor {self.name!r} does not implement capture()")
 
     @staticmethod
-    def _refused(response, url: str) -> tuple[Outcome, str, float | None] | None:
+    def _refused(response, url: str) -> Unusable | None:
         """The outcome of a main response with an error status or a media type that is not
         rendered (RENDERED_TYPES), or None when it is usable."""
         if response is None:  # same-document navigation (a fragment): nothing was refused
@@ -229,10 +240,11 @@ class ChromiumExtractor(Extractor):
         outcome = classify_http_status(response.status)
         if outcome is not Outcome.SUCCEEDED:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
-            return outcome, f"HTTP {response.status} from {response.url or url}", retry_after
+            error = f"HTTP {response.status} from {response.url or url}"
+            return Unusable(outcome, error, retry_after, response.status)
         media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type and not media_type.startswith(RENDERED_TYPES):
-            return Outcome.SKIPPED, f"not a page Chromium renders ({media_type})", None
+            return Unusable(Outcome.SKIPPED, f"not a page Chromium renders ({media_type})")
         return None
 
 
@@ -301,7 +313,7 @@ def _wait_for_load(
     raise PlaywrightError(failures[0])
 
 
-def _no_page(message: str, navigations: list[str]) -> tuple[Outcome, str, None] | None:
+def _no_page(message: str, navigations: list[str]) -> Unusable | None:
     """The outcome of a main document that Chromium refused to load (Playwright's error
     ``message`` on the way; ``navigations`` as on PageLoad): a redirect to a URL that is not
     http(s) (file:, data:, javascript:, ftp: or an application's scheme), or an answer with
@@ -310,19 +322,19 @@ def _no_page(message: str, navigations: list[str]) -> tuple[Outcome, str, None] 
     for target in navigations[1:]:
         if urlsplit(target).scheme not in WEB_SCHEMES:
             shown = target if len(target) <= 100 else target[:99] + "…"
-            return Outcome.FATAL, f"redirect refused: {shown} is not an http(s) URL", None
+            return Unusable(Outcome.FATAL, f"redirect refused: {shown} is not an http(s) URL")
     if "net::ERR_UNSAFE_REDIRECT" in message:
         reason = (
             "redirect refused: its target is not an http(s) URL (chromium: ERR_UNSAFE_REDIRECT)"
         )
-        return Outcome.FATAL, reason, None
+        return Unusable(Outcome.FATAL, reason)
     if "net::ERR_ABORTED" in message:
         # Chromium refuses a redirect to javascript: before Playwright sees the redirect.
         reason = (
             "nothing to load: an empty answer (HTTP 204) or a redirect to a URL that is not"
             " http(s) (chromium: ERR_ABORTED)"
         )
-        return Outcome.FATAL, reason, None
+        return Unusable(Outcome.FATAL, reason)
     return None
 
 

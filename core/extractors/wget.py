@@ -243,6 +243,7 @@ class WgetExtractor(Extractor):
             output.outcome, output.error = Outcome.FATAL, "wget saved no page (see wget.log)"
         elif main.http_status is not None:
             output.error = f"{output.error} from {url}"
+            output.http_status = main.http_status
             output.retry_after = retry_after_from_warc(out_dir / WARC_PATH)
         return output
 

@@ -24,7 +24,7 @@ from orchestrator.retries import backoff_delay
 
 logger = logging.getLogger(__name__)
 
-TOO_MANY_REQUESTS = "HTTP 429"
+TOO_MANY_REQUESTS = 429  # RFC 6585 §4
 CRAWL_LIMIT_RECHECK = timedelta(seconds=1)
 
 
@@ -110,7 +110,7 @@ def host_note_outcome(*, host: str, extractor: str, output: ExtractorOutput) -> 
     """
     if output.unreachable:
         return _host_count_failure(host, f"{extractor}: {output.error}")
-    if output.outcome is Outcome.TEMPORARY and output.retry_after and _too_many(output.error):
+    if output.http_status == TOO_MANY_REQUESTS and output.retry_after:
         return _host_slow_down(host, f"{extractor}: {output.error}", output.retry_after)
     if output.outcome is Outcome.SUCCEEDED:
         return _host_count_success(host)
@@ -130,12 +130,6 @@ def _host_count_failure(name: str, error: str) -> Host:
     if host.status == HostStatus.PAUSED:
         logger.warning("%s", host.describe())
     return host
-
-
-def _too_many(error: str) -> bool:
-    """True for the error of a 429 answer, as the extractors word it ("HTTP 429 from ...",
-    core/extractors/fetch.py and rendering.py)."""
-    return error.startswith(TOO_MANY_REQUESTS) or f": {TOO_MANY_REQUESTS}" in error
 
 
 def _host_slow_down(name: str, error: str, delay: float) -> Host:

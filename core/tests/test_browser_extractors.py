@@ -170,7 +170,7 @@ def test_503_is_temporary_with_retry_after(extractor_class, live_site, tmp_path:
     output = run(extractor_class(), live_site.url("/server-error"), tmp_path)
 
     assert output.outcome is Outcome.TEMPORARY
-    assert output.retry_after == RETRY_AFTER_SECONDS
+    assert (output.http_status, output.retry_after) == (503, RETRY_AFTER_SECONDS)
 
 
 @pytest.mark.parametrize("extractor_class", RENDERING)

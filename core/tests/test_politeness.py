@@ -26,6 +26,8 @@ from model_bakery import baker
 from core.choices import HostStatus, ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
+from core.extractors.headers import HeadersExtractor
+from core.extractors.wget import WgetExtractor
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
 from core.services.hosts import host_note_outcome, host_start_wait
@@ -384,9 +386,9 @@ def test_a_host_delay_hands_back_until_the_delay_has_passed() -> None:
 def test_a_429_with_retry_after_pauses_the_whole_host(settings) -> None:
     settings.BACKOFF_CAP = 1000
     output = ExtractorOutput(
-        outcome=Outcome.TEMPORARY, error="HTTP 429 from http://a.example/x", retry_after=120
+        outcome=Outcome.TEMPORARY, error="too many", http_status=429, retry_after=120
     )
-    host_note_outcome(host="a.example", extractor="headers", output=output)
+    host_note_outcome(host="a.example", extractor="headers", output=output)  # status, not words
 
     host = Host.objects.get(name="a.example")
     assert host.status == HostStatus.PAUSED
@@ -396,7 +398,12 @@ def test_a_429_with_retry_after_pauses_the_whole_host(settings) -> None:
 
 
 def test_a_503_with_retry_after_backs_off_only_its_result() -> None:
-    output = ExtractorOutput(outcome=Outcome.TEMPORARY, error="HTTP 503 from x", retry_after=9)
+    output = ExtractorOutput(
+        outcome=Outcome.TEMPORARY,
+        error="HTTP 503 from http://a.example/HTTP 429",  # words that once fooled it
+        http_status=503,
+        retry_after=9,
+    )
     assert host_note_outcome(host="a.example", extractor="headers", output=output) is None
     assert not Host.objects.filter(name="a.example", status=HostStatus.PAUSED).exists()
 
@@ -526,6 +533,22 @@ def test_a_real_429_with_retry_after_holds_back_the_hosts_other_pages(settings) 
     assert other.retry_at <= timezone.now()  # due, yet another URL of the host: not claimable
     assert not ArchiveResult.objects.claimable().filter(pk=other.pk).exists()
     assert site.asked("/p/2.html") == 0
+
+
+@pytest.mark.parametrize("extractor", [WgetExtractor, HeadersExtractor])
+def test_the_extractors_carry_the_status_of_a_429(data_dir, tmp_path, extractor) -> None:
+    site = PoliteSite(too_many=True).start()
+    try:
+        snapshot = baker.make(Snapshot, url=site.url("/p/1.html"))
+        output = extractor().run(snapshot, tmp_path)
+    finally:
+        site.stop()
+
+    assert (output.outcome, output.http_status, output.retry_after) == (
+        Outcome.TEMPORARY,
+        429,
+        120,
+    )
 
 
 def test_a_schedule_keeps_the_options_for_each_crawl_it_makes(data_dir) -> None:

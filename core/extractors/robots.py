@@ -2,10 +2,11 @@
 whether a URL may be fetched (RFC 9309, read by Protego).
 
 The file is fetched with curl like every page (``core.extractors.fetch``: the address policy,
-USER_AGENT, redirects followed). RFC 9309 §2.3.1 decides what its absence means: a 4xx answer
-("unavailable") allows everything; a 5xx answer or a server that cannot be reached
-("unreachable") disallows everything for now. Keeping the rules is the caller's
-(core/services/scope.py keeps them on the Host row, so that every actor asks the server once).
+USER_AGENT, redirects followed). RFC 9309 decides what its absence means: a 4xx answer
+("unavailable", §2.3.1.3) lets the crawler fetch everything; a 5xx answer or a server that
+cannot be reached ("unreachable", §2.3.1.4) means complete disallow, until it can be read.
+Keeping the rules is the caller's (core/services/scope.py keeps them on the Host row, so that
+every actor asks the server once, and asks again sooner when it was unreachable).
 """
 
 from __future__ import annotations

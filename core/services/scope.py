@@ -30,8 +30,13 @@ from crawls.seeds import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
 
-# RFC 9309 §2.4: a crawler should not use a cached robots.txt for more than 24 hours.
+# RFC 9309 §2.4: a crawler should not use a cached robots.txt for more than 24 hours; an hour
+# lets a site's changes reach a long crawl.
 ROBOTS_FRESH = timedelta(hours=1)
+# RFC 9309 §2.3.1.4: while robots.txt is unreachable (a 5xx answer, no answer) the crawler
+# must assume complete disallow. That verdict is a server's passing trouble more often than
+# its will: asked again after ten minutes, so that a crawl is not refused for an hour.
+ROBOTS_UNREACHABLE_FRESH = timedelta(minutes=10)
 
 
 @dataclass
@@ -81,23 +86,34 @@ def crawl_screen(*, crawl: Crawl, urls: list[str], found_on: str | None) -> Scre
 
 def host_robots(*, scheme: str, host: str) -> RobotsRules:
     """The robots.txt rules of ``host`` (``host[:port]``), kept on its Host row for
-    ROBOTS_FRESH; read again from ``scheme://host/robots.txt`` when older or never read (the
-    Host row, like Snapshot.host, does not tell http from https: one file serves both)."""
-    row = Host.objects.filter(name=host).values_list(
-        "robots_txt", "robots_unreachable", "robots_fetched_at"
-    )
-    found = row.first()
-    if found is not None and found[2] is not None and timezone.now() - found[2] < ROBOTS_FRESH:
-        return RobotsRules(found[0], found[1])
+    ROBOTS_FRESH (ROBOTS_UNREACHABLE_FRESH when the file could not be read); read again from
+    ``scheme://host/robots.txt`` when older or never read (the Host row, like Snapshot.host,
+    does not tell http from https: one file serves both)."""
+    kept = Host.objects.filter(name=host).values(*ROBOTS_FIELDS).first()
+    if kept is not None and _robots_fresh(kept):
+        return RobotsRules(kept["robots_txt"], kept["robots_unreachable"])
     rules = fetch_robots(f"{scheme}://{host}")
-    Host.objects.get_or_create(name=host)
-    Host.objects.filter(name=host).update(
-        robots_txt=rules.text,
-        robots_unreachable=rules.unreachable[:300],
-        robots_fetched_at=timezone.now(),
+    Host.objects.update_or_create(
+        name=host,
+        defaults={
+            "robots_txt": rules.text,
+            "robots_unreachable": rules.unreachable[:300],
+            "robots_fetched_at": timezone.now(),
+        },
     )
     logger.info("robots.txt of %s read%s", host, f": {rules.unreachable}" * bool(rules.unreachable))
     return rules
+
+
+ROBOTS_FIELDS = ("robots_txt", "robots_unreachable", "robots_fetched_at")
+
+
+def _robots_fresh(kept: dict) -> bool:
+    """True when the robots.txt kept on a Host row (``kept``: ROBOTS_FIELDS) is fresh."""
+    if kept["robots_fetched_at"] is None:
+        return False
+    fresh = ROBOTS_UNREACHABLE_FRESH if kept["robots_unreachable"] else ROBOTS_FRESH
+    return timezone.now() - kept["robots_fetched_at"] < fresh
 
 
 def crawl_admit(*, crawl: Crawl, screened: Screened, known: set[str]) -> list[str]:

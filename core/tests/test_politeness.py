@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 from model_bakery import baker
@@ -35,6 +36,7 @@ from core.services.rearchive import snapshot_rearchive
 from core.services.removal import snapshot_remove
 from core.services.results import result_tick
 from core.services.schedules import schedule_run_now
+from core.services.scope import host_robots
 from core.services.snapshots import (
     snapshot_queue_outlinks,
     snapshot_screen_outlinks,
@@ -136,6 +138,38 @@ def test_a_missing_robots_txt_allows_everything(site: PoliteSite) -> None:
 
     assert list(crawl.snapshots.values_list("url", flat=True)) == [site.url("/index.html")]
     assert crawl.report["skipped"] == {"scope": PAGES + len(PRIVATE) + 2}
+
+
+def robots_read_ago(host: str, minutes: float) -> None:
+    ago = timezone.now() - timedelta(minutes=minutes)
+    Host.objects.filter(name=host).update(robots_fetched_at=ago)
+
+
+def test_an_unreachable_robots_txt_is_asked_again_after_ten_minutes(data_dir) -> None:
+    host = "127.0.0.1:9"  # nothing listens on port 9 (discard)
+    assert host_robots(scheme="http", host=host).unreachable
+    robots_read_ago(host, 9)
+
+    with CaptureQueriesContext(connection) as kept:
+        assert host_robots(scheme="http", host=host).unreachable
+    robots_read_ago(host, 11)
+    host_robots(scheme="http", host=host)
+
+    assert len(kept) == 1  # one read, no fetch, no write
+    fetched_at = Host.objects.get(name=host).robots_fetched_at
+    assert timezone.now() - fetched_at < timedelta(minutes=1)
+
+
+def test_a_readable_robots_txt_is_kept_for_an_hour(data_dir, site: PoliteSite) -> None:
+    host = f"127.0.0.1:{site.port}"
+    assert host_robots(scheme="http", host=host).refusal(site.url("/private/a.html"))
+    robots_read_ago(host, 59)
+    host_robots(scheme="http", host=host)
+    assert site.asked("/robots.txt") == 1
+    robots_read_ago(host, 61)
+    host_robots(scheme="http", host=host)
+    assert site.asked("/robots.txt") == 2
+    assert Host.objects.filter(name=host).count() == 1
 
 
 # --- limits -------------------------------------------------------------------------------------

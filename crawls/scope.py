@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from urllib.parse import urlsplit
 
 from crawls.choices import CrawlScope, SkipReason
@@ -36,10 +37,22 @@ class Pattern:
     regex: re.Pattern | None
     surt_prefix: str
 
-    def matches(self, url: str) -> bool:
+    def matches(self, url: Link) -> bool:
         if self.regex is not None:
-            return self.regex.search(url) is not None
-        return surt_form(url).startswith(self.surt_prefix)
+            return self.regex.search(url.url) is not None
+        return url.surt.startswith(self.surt_prefix)
+
+
+class Link:
+    """A normalized URL under test, with its SURT form made on first use and then kept (every
+    ``surt:`` pattern compares with the same one)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @cached_property
+    def surt(self) -> str:
+        return surt_form(self.url)
 
 
 def surt_form(url: str) -> str:
@@ -91,22 +104,19 @@ class ScopeRules:
     def for_crawl(cls, crawl) -> ScopeRules:
         """The rules of ``crawl`` (crawls.models.Crawl): its ``any_host`` means scope ``any``.
         Patterns were checked when it was made; raises PatternError if they were changed since
-        into something unreadable."""
+        into something unreadable. Made once for the same rules (a crawl's every batch of
+        links, in one process), not parsed and compiled again for each."""
         scope = CrawlScope.ANY if crawl.any_host else crawl.scope
-        return cls(
-            scope=scope,
-            seeds=tuple(crawl.seed_list()),
-            include=tuple(parse_patterns(crawl.include)),
-            exclude=tuple(parse_patterns(crawl.exclude)),
-        )
+        return _rules(scope, crawl.seeds, crawl.include, crawl.exclude)
 
     def refusal(self, url: str, *, found_on: str) -> tuple[str, str] | None:
         """Why the link ``url`` found on page ``found_on`` (both normalized) is not followed,
         as ``(SkipReason value, detail)``, or None when it is."""
+        link = Link(url)
         for pattern in self.exclude:
-            if pattern.matches(url):
+            if pattern.matches(link):
                 return SkipReason.EXCLUDED, f"exclude {pattern.text}"
-        if self._in_scope(url, found_on) or any(p.matches(url) for p in self.include):
+        if self._in_scope(url, found_on) or any(p.matches(link) for p in self.include):
             return None
         return SkipReason.SCOPE, f"scope {self.scope}"
 
@@ -124,6 +134,17 @@ class ScopeRules:
                 for domain in (_domain(seed) for seed in self.seeds)
             )
         return False  # page: the seeds only
+
+
+@lru_cache(maxsize=64)
+def _rules(scope: str, seeds: str, include: str, exclude: str) -> ScopeRules:
+    """ScopeRules for a crawl's fields as stored (``seeds``: one URL a line)."""
+    return ScopeRules(
+        scope=scope,
+        seeds=tuple(line for line in seeds.splitlines() if line),
+        include=tuple(parse_patterns(include)),
+        exclude=tuple(parse_patterns(exclude)),
+    )
 
 
 def _directory(url: str) -> str:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from crawls import scope as scope_module
 from crawls.choices import CrawlScope, SkipReason
-from crawls.scope import MAX_PATTERNS, PatternError, ScopeRules, parse_patterns
+from crawls.models import Crawl
+from crawls.scope import MAX_PATTERNS, PatternError, ScopeRules, parse_patterns, surt_form
 
 SEED = "https://www.example.org/docs/guide/intro.html"
 FOUND_ON = "https://www.example.org/docs/guide/intro.html"
@@ -61,6 +63,35 @@ def test_a_surt_prefix_matches_the_urls_surt_form() -> None:
     assert refusal(CrawlScope.PAGE, "http://example.org/docs/a", include=pattern) is None
     assert refusal(CrawlScope.PAGE, "https://www.example.org/docs", include=pattern) is None
     assert refusal(CrawlScope.PAGE, "https://example.org/blog", include=pattern) is not None
+
+
+def test_a_links_surt_form_is_made_once_for_all_patterns(monkeypatch) -> None:
+    made: list[str] = []
+
+    def counted(url: str) -> str:
+        made.append(url)
+        return surt_form(url)
+
+    monkeypatch.setattr(scope_module, "surt_form", counted)
+    patterns = "surt:org,example)/blog\nsurt:org,example)/news\nsurt:org,example)/docs"
+    url = "https://example.org/docs/a"
+
+    assert refusal(CrawlScope.PAGE, url, exclude="surt:net,", include=patterns) is None
+    assert made == [url]
+
+
+def test_a_crawls_rules_are_made_once_for_the_same_rules() -> None:
+    crawl = Crawl(seeds=SEED, scope=CrawlScope.HOST, exclude="/logout$")
+    same = Crawl(seeds=SEED, scope=CrawlScope.HOST, exclude="/logout$")
+    edited = Crawl(seeds=SEED, scope=CrawlScope.HOST, exclude="/login$")
+
+    assert ScopeRules.for_crawl(crawl) is ScopeRules.for_crawl(same)
+    login = "https://www.example.org/login"
+    assert ScopeRules.for_crawl(crawl).refusal(login, found_on=FOUND_ON) is None
+    assert ScopeRules.for_crawl(edited).refusal(login, found_on=FOUND_ON) == (
+        SkipReason.EXCLUDED,
+        "exclude /login$",
+    )
 
 
 def test_blank_lines_are_not_patterns() -> None:

@@ -28,12 +28,6 @@ TOO_MANY_REQUESTS = 429  # RFC 6585 §4
 CRAWL_LIMIT_RECHECK = timedelta(seconds=1)
 
 
-def host_start_refused(*, result: ArchiveResult, keeps_slot: bool = False) -> bool:
-    """Tell whether ``result`` may not start now on its snapshot's host (``host_start_wait``
-    says until when)."""
-    return host_start_wait(result=result, keeps_slot=keeps_slot) is not None
-
-
 def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datetime | None:
     """Return None when ``result`` may start now on its snapshot's host, else when to try
     again: now when the host is paused, or on trial (after a pause) with a result running, or

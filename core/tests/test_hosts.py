@@ -31,7 +31,7 @@ from core.models import ArchiveResult, Host, Snapshot
 from core.services.hosts import (
     host_note_outcome,
     host_resume,
-    host_start_refused,
+    host_start_wait,
     hosts_paused,
 )
 from crawls.choices import CrawlStatus
@@ -317,9 +317,10 @@ def test_host_resume_by_hand() -> None:
 # --- how many may run: the start ---------------------------------------------------------------
 
 
-def refused(result: ArchiveResult) -> bool:
+def refused(result: ArchiveResult, *, keeps_slot: bool = False) -> bool:
+    """Whether ``result`` may not start now, as result_tick asks it (host_start_wait)."""
     with transaction.atomic():
-        return host_start_refused(result=result)
+        return host_start_wait(result=result, keeps_slot=keeps_slot) is not None
 
 
 def test_a_host_takes_results_up_to_its_limit() -> None:
@@ -399,16 +400,14 @@ def test_a_companion_keeps_its_claims_slot_at_the_limit() -> None:
     result_on("a.example", ResultStatus.STARTED)
     companion = result_on("a.example")
 
-    with transaction.atomic():
-        assert host_start_refused(result=companion, keeps_slot=True) is False
+    assert refused(companion, keeps_slot=True) is False
     assert refused(companion) is True  # the same result, claimed on its own, waits
 
 
 def test_a_companion_still_waits_for_a_paused_host() -> None:
     paused_host("a.example", for_seconds=60)
 
-    with transaction.atomic():
-        assert host_start_refused(result=result_on("a.example"), keeps_slot=True) is True
+    assert refused(result_on("a.example"), keeps_slot=True) is True
 
 
 def test_a_host_on_trial_takes_one_at_a_time() -> None:
@@ -435,7 +434,7 @@ def test_results_that_start_at_once_never_pass_the_limit() -> None:
         try:
             barrier.wait()
             with transaction.atomic():
-                if not host_start_refused(result=result):
+                if host_start_wait(result=result) is None:
                     time.sleep(0.2)
                     result.start()
                     result.retry_at = timezone.now() + timedelta(seconds=LEASE)

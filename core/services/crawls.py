@@ -22,7 +22,7 @@ from core.models import ArchiveResult, Snapshot, Tag
 from core.services.scope import crawl_admit, crawl_bytes, crawl_screen
 from crawls.choices import CrawlScope, CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
-from crawls.models import Crawl, Persona, Profile
+from crawls.models import POLITENESS_FIELDS, Crawl, Persona, Profile
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
 from crawls.scope import PatternError, parse_patterns
 from crawls.seeds import InputError, InvalidURL
@@ -416,6 +416,10 @@ def crawl_start(*, crawl: Crawl) -> None:
     screened = crawl_screen(crawl=crawl, urls=crawl.seed_list(), found_on=None)
     now = timezone.now()
     with transaction.atomic():
+        # crawl_admit counts under the crawl's row lock, on its limits and counts as they are
+        # now: an operator may have changed them since the claim read the row.
+        Crawl.objects.select_for_update().filter(pk=crawl.pk).exists()
+        crawl.refresh_from_db(fields=[*POLITENESS_FIELDS, "bytes_written", "stop_reason"])
         crawl.start()
         crawl.retry_at = next_poll(now)
         crawl.save()

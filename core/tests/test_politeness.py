@@ -250,6 +250,24 @@ def test_max_pages_counts_the_seeds_too(data_dir, settings) -> None:
     assert Crawl.objects.get(pk=crawl.pk).stop_reason == "max-pages 2 reached"
 
 
+def test_a_crawl_starts_under_its_row_lock_with_the_limit_it_has_then(data_dir, settings) -> None:
+    settings.EXTRACTORS = ["title"]
+    crawl = crawl_create(
+        data=b"http://a.example/\nhttp://b.example/\nhttp://c.example/",
+        source_name="urls.txt",
+    )
+    claimed = Crawl.objects.get(pk=crawl.pk)
+    Crawl.objects.filter(pk=crawl.pk).update(max_pages=1)  # changed since the claim read it
+
+    with CaptureQueriesContext(connection) as queries:
+        crawl_start(crawl=claimed)
+
+    assert claimed.snapshots.count() == 1
+    assert claimed.stop_reason == "max-pages 1 reached"
+    if connection.features.has_select_for_update:  # PostgreSQL; SQLite locks the database
+        assert any("FOR UPDATE" in query["sql"] for query in queries)
+
+
 def test_a_held_crawl_still_keeps_its_page_limit(data_dir) -> None:
     crawl = baker.make(Crawl, status=CrawlStatus.HELD, max_pages=1, depth=1)
     parent = baker.make(Snapshot, crawl=crawl, url="http://a.example/", status="started")

@@ -60,6 +60,12 @@ class Host(models.Model):
     robots_unreachable = models.CharField(
         max_length=300, blank=True, help_text="Why its robots.txt could not be read, if so."
     )
+    robots_crawl_delay = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Seconds its robots.txt asks between requests (Crawl-delay, at most "
+        "ROBOTS_CRAWL_DELAY_CAP); crawls that obey robots.txt wait at least that long.",
+    )
     robots_fetched_at = models.DateTimeField(
         null=True, blank=True, help_text="When its robots.txt was last read."
     )

@@ -33,8 +33,8 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
     again: now when the host is paused, or on trial (after a pause) with a result running, or
     has as many results running as the crawl allows (HOST_CONCURRENCY, 0: no limit; a second
     later, CRAWL_LIMIT_RECHECK, when the crawl's own lower ``host_concurrency`` is the limit);
-    the moment its crawl's ``host_delay_seconds`` after the host's last start has passed,
-    when that is later.
+    the moment its crawl's ``host_delay_seconds`` (or, for a crawl that obeys robots.txt, the
+    host's Crawl-delay when longer) after the host's last start has passed, when that is later.
 
     Running means started and under a live lease; ``result`` itself is not counted, nor any
     result whose extractor ``reads_saved`` (wget's WARC, the DOM: it asks the host nothing),
@@ -61,8 +61,9 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
         limit = crawl.host_concurrency or settings.HOST_CONCURRENCY
     if keeps_slot or result.extractor in READS_SAVED:
         return None
-    if crawl.host_delay_seconds and host.last_started_at is not None:
-        free_at = host.last_started_at + timedelta(seconds=crawl.host_delay_seconds)
+    delay = _start_delay(crawl, host)
+    if delay and host.last_started_at is not None:
+        free_at = host.last_started_at + timedelta(seconds=delay)
         if free_at > now:
             return free_at
     if limit:
@@ -77,6 +78,16 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
             return now + _recheck_after(crawl)
     Host.objects.filter(pk=host.pk).update(last_started_at=now)
     return None
+
+
+def _start_delay(crawl, host: Host) -> float:
+    """Seconds between two starts on ``host`` for ``crawl``: its ``host_delay_seconds``, or
+    the Crawl-delay of the host's robots.txt when the crawl obeys robots.txt and that is
+    longer (0: none)."""
+    delay = crawl.host_delay_seconds or 0.0
+    if crawl.robots and host.robots_crawl_delay:
+        delay = max(delay, host.robots_crawl_delay)
+    return delay
 
 
 def _recheck_after(crawl) -> timedelta:

@@ -85,7 +85,8 @@ def crawl_screen(*, crawl: Crawl, urls: list[str], found_on: str | None) -> Scre
 
 
 def host_robots(*, scheme: str, host: str) -> RobotsRules:
-    """The robots.txt rules of ``host`` (``host[:port]``), kept on its Host row for
+    """The robots.txt rules of ``host`` (``host[:port]``), kept on its Host row (with its
+    Crawl-delay, which core/services/hosts.py reads when a result starts) for
     ROBOTS_FRESH (ROBOTS_UNREACHABLE_FRESH when the file could not be read); read again from
     ``scheme://host/robots.txt`` when older or never read (the Host row, like Snapshot.host,
     does not tell http from https: one file serves both)."""
@@ -98,6 +99,7 @@ def host_robots(*, scheme: str, host: str) -> RobotsRules:
         defaults={
             "robots_txt": rules.text,
             "robots_unreachable": rules.unreachable[:300],
+            "robots_crawl_delay": rules.crawl_delay(),
             "robots_fetched_at": timezone.now(),
         },
     )

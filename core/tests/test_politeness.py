@@ -28,6 +28,7 @@ from core.choices import HostStatus, ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.headers import HeadersExtractor
+from core.extractors.robots import ROBOTS_CRAWL_DELAY_CAP, RobotsRules
 from core.extractors.wget import WgetExtractor
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.crawls import CrawlOptions, check_crawl_options, crawl_create, crawl_start
@@ -170,6 +171,31 @@ def test_a_readable_robots_txt_is_kept_for_an_hour(data_dir, site: PoliteSite) -
     host_robots(scheme="http", host=host)
     assert site.asked("/robots.txt") == 2
     assert Host.objects.filter(name=host).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "delay"),
+    [
+        ("User-agent: *\nCrawl-delay: 2.5\n", 2.5),
+        ("User-agent: vellum\nCrawl-delay: 4\n\nUser-agent: *\nCrawl-delay: 1\n", 4.0),
+        ("User-agent: *\nCrawl-delay: 86400\n", ROBOTS_CRAWL_DELAY_CAP),
+        ("User-agent: *\nDisallow: /private/\n", None),
+        ("User-agent: *\nCrawl-delay: soon\n", None),
+    ],
+)
+def test_the_crawl_delay_robots_txt_asks_of_vellum(text: str, delay: float | None) -> None:
+    assert RobotsRules(text).crawl_delay() == delay
+    assert RobotsRules(text, unreachable="HTTP 503").crawl_delay() is None
+
+
+def test_a_crawl_delay_is_kept_with_the_hosts_robots_txt(data_dir) -> None:
+    site = PoliteSite(robots=b"User-agent: *\nCrawl-delay: 7\nDisallow: /private/\n").start()
+    try:
+        host_robots(scheme="http", host=f"127.0.0.1:{site.port}")
+    finally:
+        site.stop()
+
+    assert Host.objects.get(name=f"127.0.0.1:{site.port}").robots_crawl_delay == 7
 
 
 # --- limits -------------------------------------------------------------------------------------
@@ -433,6 +459,25 @@ def test_a_host_delay_hands_back_until_the_delay_has_passed() -> None:
     assert until is not None
     assert 25 < (until - timezone.now()).total_seconds() <= 30
     assert wait_for_start(result_of(crawl, "b.example")) is None  # another host
+
+
+@pytest.mark.parametrize(
+    ("robots", "own_delay", "waits"),
+    [(True, 5, 30), (True, 60, 60), (False, 5, 5), (True, 0, 30)],
+)
+def test_a_crawl_that_obeys_robots_waits_the_longer_of_its_delay_and_crawl_delay(
+    robots: bool, own_delay: float, waits: float
+) -> None:
+    Host.objects.create(name="a.example", robots_crawl_delay=30)
+    crawl = baker.make(
+        Crawl, status=CrawlStatus.STARTED, robots=robots, host_delay_seconds=own_delay
+    )
+    assert wait_for_start(result_of(crawl, "a.example")) is None  # the host's first start
+
+    until = wait_for_start(result_of(crawl, "a.example"))
+
+    assert until is not None
+    assert waits - 5 < (until - timezone.now()).total_seconds() <= waits
 
 
 def test_a_429_with_retry_after_pauses_the_whole_host(settings) -> None:

@@ -483,6 +483,12 @@ class CrawlSkip(models.Model):
     url = models.CharField(max_length=2048)
     reason = models.CharField(max_length=16, choices=SkipReason.choices)
     detail = models.CharField(max_length=300, blank=True, help_text="The rule or limit, in words.")
+    found_on = models.CharField(
+        max_length=2048,
+        blank=True,
+        help_text="The URL of the crawl's page the link was on (its snapshot's index.json lists "
+        "it); empty for a seed.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

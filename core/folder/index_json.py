@@ -23,14 +23,15 @@ from core.extractors.redaction import redact_command
 from core.folder.manifest import INDEX_NAME, MANIFEST_NAME, atomic_write, parse_manifest
 from core.folder.signing import key_fingerprint, public_key_pem
 from core.models import ArchiveResult, Snapshot, Tag
-from crawls.models import Crawl
+from crawls.choices import SkipReason
+from crawls.models import POLITENESS_FIELDS, Crawl, CrawlSkip
 
 # The version written. Each earlier one is still read: 1 had no crawl, result history or priority;
 # 2 added the history ("history") and the crawl, but for its seeds: those are the depth-0
 # snapshots' URLs (each folder holding every seed would grow as seeds²); 3 added refusals; 4 added
 # each result's missing files ("missing": {"url", "reason"} objects). Later additions
-# (signing_key; crawl.input_report, snapshot.given) are optional keys, which a reader of the same
-# version ignores.
+# (signing_key; crawl.input_report, snapshot.given; crawl.politeness, crawl.stop_reason and
+# snapshot.skipped) are optional keys, which a reader of the same version ignores.
 INDEX_VERSION = 4
 INDEX_VERSIONS = tuple(range(1, INDEX_VERSION + 1))  # the versions read
 NO_MANIFEST = "reindexed without a manifest: finalizing never finished"
@@ -56,6 +57,8 @@ class CrawlRecord:
     source_file: str
     created_at: datetime
     input_report: dict[str, Any] = field(default_factory=dict)  # optional in version 2
+    politeness: dict[str, Any] = field(default_factory=dict)  # optional: Politeness fields
+    stop_reason: str = ""  # optional: in the snapshots finalized after it stopped growing
     # Titles and tags the input gave its seeds: from each root snapshot's optional "given".
     seed_details: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -75,6 +78,7 @@ class FolderIndex:
     status: str
     error: str
     manifest_sha256: str
+    skipped: list[dict[str, str]] = field(default_factory=list)  # links left out: CrawlSkip
 
 
 class _Object:
@@ -224,6 +228,7 @@ def read_folder(folder: Path) -> FolderIndex:
         status=status,
         error=error,
         manifest_sha256=manifest_sha256,
+        skipped=_read_skipped(snapshot),
     )
 
 
@@ -284,7 +289,50 @@ def _read_crawl(crawl: _Object, crawl_id: int) -> CrawlRecord:
         source_file=crawl.text("source_file", _field(Crawl, "source_file")),
         created_at=crawl.moment("created_at"),
         input_report=crawl.optional_object("input_report"),
+        politeness=_read_politeness(crawl),
+        stop_reason=crawl.text("stop_reason", _field(Crawl, "stop_reason"))
+        if "stop_reason" in crawl.data
+        else "",
     )
+
+
+def _read_politeness(crawl: _Object) -> dict[str, Any]:
+    """The crawl's politeness options (optional ``politeness``), each checked by its model
+    field ({} when absent: the fields' defaults)."""
+    if "politeness" not in crawl.data:
+        return {}
+    options = crawl.object("politeness")
+    values = {}
+    for name in POLITENESS_FIELDS:
+        model_field = _field(Crawl, name)
+        value = options._get(name)
+        try:
+            values[name] = model_field.clean(value, None)
+        except ValidationError as error:
+            raise InvalidIndex(
+                f"{options.name(name)} {value!r:.80}: {' '.join(error.messages)}"
+            ) from None
+    return values
+
+
+def _read_skipped(snapshot: _Object) -> list[dict[str, str]]:
+    """The links the snapshot's page led to that its crawl left out (optional ``skipped``)."""
+    if "skipped" not in snapshot.data:
+        return []
+    skipped = []
+    for index, value in enumerate(snapshot.array("skipped")):
+        entry = _Object(value, f"{snapshot.where}.skipped[{index}]")
+        reason = entry.text("reason", _field(CrawlSkip, "reason"))
+        if reason not in SkipReason.values:
+            raise InvalidIndex(f"{entry.name('reason')} {reason!r:.80} is not a skip reason")
+        skipped.append(
+            {
+                "url": entry.text("url", _field(CrawlSkip, "url")),
+                "reason": reason,
+                "detail": entry.text("detail", _field(CrawlSkip, "detail")),
+            }
+        )
+    return skipped
 
 
 def _read_results(
@@ -376,6 +424,8 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "source_file": crawl.source_file,
             "created_at": crawl.created_at.isoformat(),
             "input_report": crawl.input_report,
+            "politeness": crawl.politeness_options(),
+            **({"stop_reason": crawl.stop_reason} if crawl.stop_reason else {}),
         },
         "snapshot": {
             "id": str(snapshot.pk),
@@ -391,6 +441,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             # The title and tags the crawl's input gave this seed URL, if any.
             "given": crawl.seed_details.get(snapshot.url) if snapshot.depth == 0 else None,
             **_unchanged_since(snapshot),
+            **_skipped(snapshot),
         },
         "results": [_result_entry(result) for result in results],
         "signing_key": {
@@ -407,6 +458,17 @@ def _unchanged_since(snapshot: Snapshot) -> dict:
     if snapshot.unchanged_since_id is None:
         return {}
     return {"unchanged_since": str(snapshot.unchanged_since_id)}
+
+
+def _skipped(snapshot: Snapshot) -> dict:
+    """``{"skipped": [{"url", "reason", "detail"}, ...]}``: the links on the snapshot's page
+    that its crawl left out (CrawlSkip), in URL order; nothing when there are none."""
+    rows = CrawlSkip.objects.filter(crawl_id=snapshot.crawl_id, found_on=snapshot.url)
+    skipped = [
+        {"url": url, "reason": reason, "detail": detail}
+        for url, reason, detail in rows.order_by("url").values_list("url", "reason", "detail")
+    ]
+    return {"skipped": skipped} if skipped else {}
 
 
 def _result_entry(result: ArchiveResult) -> dict:

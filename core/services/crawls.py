@@ -500,6 +500,9 @@ def crawl_report(*, crawl: Crawl) -> dict:
     }
     if crawl.stop_reason:
         report["stopped"] = crawl.stop_reason
+    politeness = _politeness_chosen(crawl)
+    if politeness:
+        report["politeness"] = politeness
     skips = crawl.skips.all()
     skipped = dict(skips.order_by().values_list("reason").annotate(n=Count("pk")))
     if skipped:
@@ -512,6 +515,15 @@ def crawl_report(*, crawl: Crawl) -> dict:
     if crawl.only_changes:
         report["unchanged"] = crawl.snapshots.filter(unchanged_since__isnull=False).count()
     return report
+
+
+def _politeness_chosen(crawl: Crawl) -> dict:
+    """The politeness and scope options ``crawl`` set otherwise than their defaults."""
+    return {
+        name: value
+        for name, value in crawl.politeness_options().items()
+        if value != Crawl._meta.get_field(name).get_default()
+    }
 
 
 def crawls_set_public(*, crawl_ids: Sequence[int], public: bool) -> int:

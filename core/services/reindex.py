@@ -43,7 +43,7 @@ from core.services.crawls import crawl_report
 from core.services.dedup import payloads_rebuild
 from core.services.search import snapshot_index_text
 from crawls.choices import CrawlStatus
-from crawls.models import Crawl
+from crawls.models import Crawl, CrawlSkip
 
 BATCH_SIZE = 200  # snapshot folders per transaction
 
@@ -166,6 +166,7 @@ def _read_all(
     plan, described, version1 = [], {}, {}
     roots: dict[int, list[tuple[datetime, str]]] = {}  # crawl id: its seeds, with their times
     given: dict[int, dict[str, dict]] = {}  # crawl id: {seed URL: its title and tags}
+    stops: dict[int, str] = {}  # crawl id: why it stopped growing
     for done, folder in enumerate(folders, 1):
         try:
             entry = read_folder(folder)
@@ -182,6 +183,8 @@ def _read_all(
                     given.setdefault(crawl_id, {})[entry.snapshot["url"]] = entry.given
             if entry.crawl is not None:
                 described.setdefault(crawl_id, entry.crawl)
+                if entry.crawl.stop_reason:  # known to the snapshots finalized after it
+                    stops[crawl_id] = entry.crawl.stop_reason
             else:
                 version1.setdefault(crawl_id, _Version1Crawl()).add(entry)
         progress("reading", done, len(folders))
@@ -189,7 +192,12 @@ def _read_all(
     crawls.update(described)  # a crawl block says more than its version-1 snapshots
     for crawl_id, record in crawls.items():  # the seeds: its depth-0 snapshots, oldest first
         seeds = tuple(url for _, url in sorted(roots.get(crawl_id, [])))
-        crawls[crawl_id] = replace(record, seeds=seeds, seed_details=given.get(crawl_id, {}))
+        crawls[crawl_id] = replace(
+            record,
+            seeds=seeds,
+            seed_details=given.get(crawl_id, {}),
+            stop_reason=stops.get(crawl_id, ""),
+        )
     plan.sort(key=lambda planned: (planned.depth, planned.folder.name))
     return plan, crawls
 
@@ -302,6 +310,7 @@ def _restore_batch(
     ]
     ArchiveResult.objects.bulk_create(results, batch_size=BATCH_SIZE)
     _count_bytes(accepted)
+    _restore_skips(accepted)
     sealed = Snapshot.objects.filter(pk__in=[s.pk for s in snapshots], status=SnapshotStatus.SEALED)
     for snapshot in sealed:
         snapshot_index_text(snapshot=snapshot)  # found by search again
@@ -309,6 +318,20 @@ def _restore_batch(
     restored.snapshots, restored.results = len(snapshots), len(results)
     restored.crawls = [record.id for record in new_crawls]
     return restored
+
+
+def _restore_skips(entries: list[FolderIndex]) -> None:
+    """Record again the links each of ``entries``' pages led to and its crawl left out (those
+    recorded already, as a live database has them, are left as they are)."""
+    CrawlSkip.objects.bulk_create(
+        [
+            CrawlSkip(crawl_id=entry.snapshot["crawl_id"], found_on=entry.snapshot["url"], **skip)
+            for entry in entries
+            for skip in entry.skipped
+        ],
+        batch_size=BATCH_SIZE,
+        ignore_conflicts=True,
+    )
 
 
 def _count_bytes(entries: list[FolderIndex]) -> None:
@@ -444,6 +467,8 @@ def _crawl_row(record: CrawlRecord) -> Crawl:
         source_file=record.source_file,
         seed_details=record.seed_details,
         input_report=record.input_report,
+        **record.politeness,
+        stop_reason=record.stop_reason,
         created_at=record.created_at,
         retry_at=None,
     )

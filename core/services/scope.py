@@ -8,8 +8,10 @@ Screening (``crawl_screen``) may fetch robots.txt, so it runs before the transac
 queues snapshots (``crawl_admit``), which counts them under the crawl's row lock: two actors
 queuing links of one crawl at once never pass its page limit together.
 
-The skips and the reason a crawl stopped live in the database only: ``manage.py reindex``,
-which rebuilds the index from the snapshot folders, does not bring them back.
+The links a page led to and the crawl left out are written in that snapshot's ``index.json``,
+with the crawl's politeness options and the reason it stopped growing, once known
+(core/folder/index_json.py), so that ``manage.py reindex`` brings them back; seeds left out
+live in the database only (no folder is theirs).
 """
 
 from __future__ import annotations
@@ -42,10 +44,12 @@ ROBOTS_UNREACHABLE_FRESH = timedelta(minutes=10)
 @dataclass
 class Screened:
     """URLs that passed the crawl's rules (``wanted``, in order, each once) and those that did
-    not, as ``(url, SkipReason value, detail)``."""
+    not, as ``(url, SkipReason value, detail)``; ``found_on``: the page they were links on
+    ("" for seeds)."""
 
     wanted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    found_on: str = ""
 
 
 def crawl_screen(*, crawl: Crawl, urls: list[str], found_on: str | None) -> Screened:
@@ -60,7 +64,7 @@ def crawl_screen(*, crawl: Crawl, urls: list[str], found_on: str | None) -> Scre
     # off-site; a crawl's report and a reindexed one stay the same).
     lists_scope = crawl.scope != CrawlScope.HOST or bool(crawl.include or crawl.exclude)
     robots: dict[str, RobotsRules] = {}
-    screened = Screened()
+    screened = Screened(found_on=found_on or "")
     seen: set[str] = set()
     for raw in urls:
         try:
@@ -140,7 +144,7 @@ def crawl_admit(*, crawl: Crawl, screened: Screened, known: set[str]) -> list[st
             stop = f"max-pages {crawl.max_pages} reached"
             skipped += [(url, SkipReason.MAX_PAGES, stop) for url in new[room:]]
             new = new[:room]
-    crawl_record_skips(crawl=crawl, skipped=skipped)
+    crawl_record_skips(crawl=crawl, skipped=skipped, found_on=screened.found_on)
     # A crawl held meanwhile (a result of it was running) records the reason at its next
     # admission after release; its limits hold all the same, being counted every time.
     if stop and not crawl.stop_reason and crawl.status == CrawlStatus.STARTED:
@@ -150,12 +154,17 @@ def crawl_admit(*, crawl: Crawl, screened: Screened, known: set[str]) -> list[st
     return new
 
 
-def crawl_record_skips(*, crawl: Crawl, skipped: list[tuple[str, str, str]]) -> None:
-    """Record each ``(url, reason, detail)`` as a CrawlSkip of ``crawl`` (a URL once)."""
+def crawl_record_skips(
+    *, crawl: Crawl, skipped: list[tuple[str, str, str]], found_on: str = ""
+) -> None:
+    """Record each ``(url, reason, detail)`` as a CrawlSkip of ``crawl`` (a URL once), met as a
+    link on the page ``found_on`` ("": a seed)."""
     if skipped:
         CrawlSkip.objects.bulk_create(
             [
-                CrawlSkip(crawl=crawl, url=url, reason=reason, detail=detail[:300])
+                CrawlSkip(
+                    crawl=crawl, url=url, reason=reason, detail=detail[:300], found_on=found_on
+                )
                 for url, reason, detail in skipped
             ],
             ignore_conflicts=True,

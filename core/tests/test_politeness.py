@@ -9,6 +9,7 @@ site on 127.0.0.1 (core/tests/polite_site.py); the end-to-end test at the bottom
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from io import StringIO
@@ -260,6 +261,29 @@ def test_removing_a_snapshot_takes_its_bytes_off_its_crawl(data_dir) -> None:
     snapshot_remove(snapshot_id=snapshot.pk)
 
     assert Crawl.objects.get(pk=crawl.pk).bytes_written == 300
+
+
+@pytest.mark.usefixtures("data_dir", "lean")
+def test_reindex_brings_back_the_options_the_skips_and_the_stop(site: PoliteSite) -> None:
+    crawl = archive_crawl(crawl_of(site, robots=True, exclude="/p/1\\.html$", max_pages=4))
+    skips = set(crawl.skips.values_list("url", "reason", "detail", "found_on"))
+    index = json.loads((crawl.snapshots.get(depth=0).output_dir / "index.json").read_text())
+    assert index["crawl"]["politeness"]["max_pages"] == 4
+    assert {entry["reason"] for entry in index["snapshot"]["skipped"]} >= {"robots", "excluded"}
+    assert crawl.report["politeness"] == {"robots": True, "exclude": "/p/1\\.html$", "max_pages": 4}
+
+    call_command("flush", interactive=False, verbosity=0)
+    call_command("reindex", stdout=StringIO())
+
+    restored = Crawl.objects.get(pk=crawl.pk)
+    assert restored.politeness_options() == crawl.politeness_options()
+    assert restored.stop_reason == crawl.stop_reason == "max-pages 4 reached"
+    assert set(restored.skips.values_list("url", "reason", "detail", "found_on")) == skips
+    assert without_duration(restored.report) == without_duration(crawl.report)
+
+
+def without_duration(report: dict) -> dict:
+    return {name: value for name, value in report.items() if name != "duration_seconds"}
 
 
 def test_max_pages_counts_the_seeds_too(data_dir, settings) -> None:

@@ -8,6 +8,7 @@ site on 127.0.0.1 (core/tests/polite_site.py); the end-to-end test at the bottom
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.db.models import Sum
@@ -244,6 +246,19 @@ def test_a_crawl_saved_from_an_older_read_keeps_the_byte_count() -> None:
     read_before.save()
 
     assert Crawl.objects.get(pk=crawl.pk).bytes_written == 1234
+
+
+def test_the_migration_counts_the_bytes_each_crawl_held() -> None:
+    migration = importlib.import_module("crawls.migrations.0013_crawl_bytes_written")
+    crawl, empty = baker.make(Crawl, _quantity=2)
+    for size, url in ((700, "http://a.example/"), (300, "http://b.example/")):
+        snapshot = baker.make(Snapshot, crawl=crawl, url=url)
+        baker.make(ArchiveResult, snapshot=snapshot, output_size=size, extractor="wget")
+
+    migration.count_bytes(django_apps, None)
+
+    assert Crawl.objects.get(pk=crawl.pk).bytes_written == 1000
+    assert Crawl.objects.get(pk=empty.pk).bytes_written == 0
 
 
 def test_removing_a_snapshot_takes_its_bytes_off_its_crawl(data_dir) -> None:

@@ -249,7 +249,7 @@ def test_a_crawl_saved_from_an_older_read_keeps_the_byte_count() -> None:
 
 
 def test_the_migration_counts_the_bytes_each_crawl_held() -> None:
-    migration = importlib.import_module("crawls.migrations.0013_crawl_bytes_written")
+    migration = importlib.import_module("crawls.migrations.0014_crawl_bytes_written")
     crawl, empty = baker.make(Crawl, _quantity=2)
     for size, url in ((700, "http://a.example/"), (300, "http://b.example/")):
         snapshot = baker.make(Snapshot, crawl=crawl, url=url)

@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('core', '0015_host_politeness'),
-        ('crawls', '0012_save_defaults'),
+        ('crawls', '0013_persona_header_domains'),
     ]
 
     operations = [

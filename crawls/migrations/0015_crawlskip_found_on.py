@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawls', '0013_crawl_bytes_written'),
+        ('crawls', '0014_crawl_bytes_written'),
     ]
 
     operations = [

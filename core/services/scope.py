@@ -39,6 +39,8 @@ ROBOTS_FRESH = timedelta(hours=1)
 # must assume complete disallow. That verdict is a server's passing trouble more often than
 # its will: asked again after ten minutes, so that a crawl is not refused for an hour.
 ROBOTS_UNREACHABLE_FRESH = timedelta(minutes=10)
+# What a Host row keeps of its robots.txt, read to tell whether it is fresh.
+ROBOTS_FIELDS = ("robots_txt", "robots_unreachable", "robots_fetched_at")
 
 
 @dataclass
@@ -109,9 +111,6 @@ def host_robots(*, scheme: str, host: str) -> RobotsRules:
     )
     logger.info("robots.txt of %s read%s", host, f": {rules.unreachable}" * bool(rules.unreachable))
     return rules
-
-
-ROBOTS_FIELDS = ("robots_txt", "robots_unreachable", "robots_fetched_at")
 
 
 def _robots_fresh(kept: dict) -> bool:

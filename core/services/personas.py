@@ -43,7 +43,7 @@ def persona_save(
         if not colon or not field.strip():
             raise InputError(f"a header is 'Name: value', not {line!r}")
         if any(c in line for c in "\r\n\0"):  # RFC 9110 §5.5; the tools read headers from files
-            raise InputError(f"a header holds no line break or NUL: {field.strip()!r}")
+            raise InputError(f"header {field.strip()!r}: a line break or NUL is not allowed")
         parsed_headers[field.strip()] = value.strip()
     try:
         parsed_cookies = parse_cookies(cookies) if cookies is not None else None

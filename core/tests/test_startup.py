@@ -63,3 +63,20 @@ def test_the_pipeline_itself_is_loaded_before_actors_are_forked(started_modules)
     assert {"core.services.results", "core.services.finalizing", "core.extractors.wget"} <= (
         started_modules
     )
+
+
+def test_a_command_collects_garbage_again_once_django_is_set_up(tmp_path) -> None:
+    # manage.py turns the collector off while Django and Vellum are set up; commands run with
+    # it on, and what start-up made frozen (never walked again).
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c",
+         "import gc; print(gc.isenabled(), gc.get_freeze_count() > 10_000)"],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "archive.settings",
+             "DATA_DIR": str(tmp_path / "data")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )  # fmt: skip
+    assert completed.stdout.split()[-2:] == ["True", "True"]

@@ -387,6 +387,13 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
             ]
         super().save(*args, **kwargs)
 
+    def lock_and_refresh(self, *fields: str) -> None:
+        """Lock this crawl's row until the caller's transaction ends (``SELECT ... FOR
+        UPDATE``; on SQLite the transaction holds the write lock already) and read ``fields``
+        again: what a result recorded or an operator changed since this object was read."""
+        Crawl.objects.select_for_update().filter(pk=self.pk).exists()
+        self.refresh_from_db(fields=list(fields))
+
     def announce(self) -> None:
         """A held crawl wakes the orchestrator as a final one does: ``add --wait`` stops waiting
         for it at once (orchestrator/wakeups.py)."""

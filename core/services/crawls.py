@@ -387,8 +387,7 @@ def crawl_seal(*, crawl: Crawl) -> bool:
     with transaction.atomic():
         # Locked, then read again: a result recorded or a limit reached since the claim read
         # the row changed its byte count or stop reason, which the report gives.
-        Crawl.objects.select_for_update().filter(pk=crawl.pk).exists()
-        crawl.refresh_from_db(fields=["bytes_written", "stop_reason"])
+        crawl.lock_and_refresh("bytes_written", "stop_reason")
         if not crawl.all_snapshots_final():
             return False
         crawl.seal(report=crawl_report(crawl=crawl))
@@ -418,8 +417,7 @@ def crawl_start(*, crawl: Crawl) -> None:
     with transaction.atomic():
         # crawl_admit counts under the crawl's row lock, on its limits and counts as they are
         # now: an operator may have changed them since the claim read the row.
-        Crawl.objects.select_for_update().filter(pk=crawl.pk).exists()
-        crawl.refresh_from_db(fields=[*POLITENESS_FIELDS, "bytes_written", "stop_reason"])
+        crawl.lock_and_refresh(*POLITENESS_FIELDS, "bytes_written", "stop_reason")
         crawl.start()
         crawl.retry_at = next_poll(now)
         crawl.save()

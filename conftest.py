@@ -82,10 +82,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     pointing at a PostgreSQL server that does not answer, skip every test that needs the
     database, saying why, instead of failing each one with a connection error."""
     if config.getoption("--database-only"):
-        unused = [item for item in items if not _uses_database(item)]
+        used = {item.nodeid: _uses_database(item) for item in items}
+        unused = [item for item in items if not used[item.nodeid]]
         if unused:
             config.hook.pytest_deselected(items=unused)
-            items[:] = [item for item in items if _uses_database(item)]
+            items[:] = [item for item in items if used[item.nodeid]]
     if connection.vendor != "postgresql":
         return
     problem = _postgres_unreachable()

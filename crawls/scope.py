@@ -19,6 +19,7 @@ from functools import cached_property, lru_cache
 from urllib.parse import urlsplit
 
 from crawls.choices import CrawlScope, SkipReason
+from crawls.seeds import domain_match
 
 SURT_PREFIX = "surt:"
 MAX_PATTERNS = 100
@@ -128,11 +129,8 @@ class ScopeRules:
         if self.scope == CrawlScope.PREFIX:
             return any(url.startswith(_directory(seed)) for seed in self.seeds)
         if self.scope == CrawlScope.DOMAIN:
-            host = (urlsplit(url).hostname or "").lower()
-            return any(
-                host == domain or host.endswith("." + domain)
-                for domain in (_domain(seed) for seed in self.seeds)
-            )
+            host = urlsplit(url).hostname or ""
+            return any(domain_match(host, _domain(seed)) for seed in self.seeds)
         return False  # page: the seeds only
 
 

@@ -94,6 +94,22 @@ def normalize_url(raw: str) -> str:
     return normalized
 
 
+def domain_match(host: str, domain: str) -> bool:
+    """Tell whether ``host`` domain-matches ``domain`` (RFC 6265 §5.1.3, as cookies do): the two
+    are the same (without case, and a leading dot of ``domain`` ignored), or ``host`` is a host
+    name (not an IP address) that ends with ``"." + domain``."""
+    host, domain = host.lower().rstrip("."), domain.lower().strip(".")
+    if not host or not domain:
+        return False
+    if host == domain:
+        return True
+    try:
+        ipaddress.ip_address(host)
+        return False
+    except ValueError:
+        return host.endswith(f".{domain}")
+
+
 def has_control_character(text: str) -> bool:
     """Tell whether ``text`` holds a control character (Unicode category Cc: C0, DEL, C1), which
     no URL does (RFC 3986 §2; the WHATWG URL standard strips tabs and line breaks)."""

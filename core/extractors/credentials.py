@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import ipaddress
 import json
 import logging
 import shlex
@@ -28,6 +27,8 @@ from functools import cached_property
 from http.cookiejar import LoadError, MozillaCookieJar
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from crawls.seeds import domain_match
 
 COOKIES_HEADER = "# Netscape HTTP Cookie File\n"
 
@@ -141,22 +142,6 @@ class Credentials:
             headers=dict(data.get("headers", {})),
             user_agent=data.get("user_agent", ""),
         )
-
-
-def domain_match(host: str, domain: str) -> bool:
-    """Tell whether ``host`` domain-matches ``domain`` (RFC 6265 §5.1.3, as cookies do): the two
-    are the same (without case, and a leading dot of ``domain`` ignored), or ``host`` is a host
-    name (not an IP address) that ends with ``"." + domain``."""
-    host, domain = host.lower().rstrip("."), domain.lower().strip(".")
-    if not host or not domain:
-        return False
-    if host == domain:
-        return True
-    try:
-        ipaddress.ip_address(host)
-        return False
-    except ValueError:
-        return host.endswith(f".{domain}")
 
 
 def parse_cookies_txt(text: str) -> list[Cookie]:

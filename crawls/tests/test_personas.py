@@ -26,7 +26,6 @@ from core.extractors.credentials import (
     Cookie,
     Credentials,
     cookies_file,
-    domain_match,
     parse_cookies,
     persona_arguments,
     persona_files,
@@ -42,7 +41,7 @@ from core.tests.users import staff_with
 from crawls import persona_store
 from crawls.models import Crawl, CrawlSchedule, Persona
 from crawls.persona_store import KEY_NAME
-from crawls.seeds import InputError
+from crawls.seeds import InputError, domain_match
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("data_dir")]
 

@@ -370,8 +370,9 @@ MAX_STARTED_SNAPSHOTS = env_int("MAX_STARTED_SNAPSHOTS", 16, minimum=1)
 ORCHESTRATOR_TICK = env_number("ORCHESTRATOR_TICK", 10, minimum=0.05)
 ACTOR_IDLE_EXIT = env_number("ACTOR_IDLE_EXIT", 5, minimum=0)
 # Seconds between checks of a started crawl or snapshot waiting for its children: a safety net,
-# since the last child to finish wakes its parent.
-POLL_INTERVAL = env_number("POLL_INTERVAL", 5, minimum=0.05)
+# since the last child to finish wakes its parent. At 5 s, each snapshot of a 100-page crawl was
+# ticked ~30 times for nothing, 3,000 claims in all (issue 18).
+POLL_INTERVAL = env_number("POLL_INTERVAL", 30, minimum=0.05)
 # Seconds a claimed crawl or snapshot stays owned by its actor (results: their timeout + margin).
 LEASE_SECONDS = env_int("LEASE_SECONDS", 300, minimum=1)
 LEASE_MARGIN = env_int("LEASE_MARGIN", 30, minimum=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from django.conf import settings
@@ -14,6 +15,9 @@ from core.models import ArchiveResult, Host, StorageCopy
 from crawls.models import Crawl
 
 PLAIN_INTERVAL_SECONDS = 5
+# Most often, in seconds, the counts are read again for a live bar: each read is four queries,
+# and the orchestrator ticks whenever a result ends (issue 19).
+BAR_REFRESH_SECONDS = 0.5
 
 
 class CrawlProgress:
@@ -26,6 +30,7 @@ class CrawlProgress:
         self.console = console
         self.last_line = ""
         self.last_print = 0.0
+        self.last_read = -math.inf
         self.progress = None
         if console.is_terminal:
             self.progress = Progress(
@@ -48,12 +53,19 @@ class CrawlProgress:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.update()
+        self.update(force=True)
         if self.progress:
             self.progress.stop()
 
-    def update(self, *_args) -> None:
-        """Refresh the counts from the database (called once per orchestrator tick)."""
+    def update(self, *_args, force: bool = False) -> None:
+        """Refresh the counts from the database (called once per orchestrator tick): at most
+        every BAR_REFRESH_SECONDS for a live bar, every PLAIN_INTERVAL_SECONDS for lines, and
+        always when ``force``."""
+        now = time.monotonic()
+        every = BAR_REFRESH_SECONDS if self.progress else PLAIN_INTERVAL_SECONDS
+        if not force and now - self.last_read < every:
+            return
+        self.last_read = now
         snapshots = self.crawl.snapshots.count_by_status()
         total, final = sum(snapshots.values()), _sum(snapshots, SnapshotStatus.final())
         results = ArchiveResult.objects.filter(snapshot__crawl=self.crawl).count_by_status()
@@ -71,7 +83,6 @@ class CrawlProgress:
         line = f"snapshots {final}/{total}, results {r_final}/{r_total} ({detail})"
         if copies:
             line += f", copies {copies['completed']}/{copies['total']} ({copies['detail']})"
-        now = time.monotonic()
         if line != self.last_line and now - self.last_print >= PLAIN_INTERVAL_SECONDS:
             self.console.print(line, highlight=False)
             self.last_line, self.last_print = line, now

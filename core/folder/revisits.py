@@ -171,9 +171,16 @@ def _payload(record) -> Payload | None:
     )
 
 
-def rewrite_warc(path: Path, changes: dict[str, Change], *, output: Path | None = None) -> int:
+def rewrite_warc(
+    path: Path,
+    changes: dict[str, Change],
+    *,
+    output: Path | None = None,
+    records: list[RecordInfo] | None = None,
+) -> int:
     """Write the WARC at ``path`` with the records named in ``changes`` (by WARC-Record-ID)
-    changed as each says; return how many were changed.
+    changed as each says; return how many were changed. ``records`` is ``scan_warc(path)``
+    when the caller has it, of the file as it still is: it is then not read a second time.
 
     Every other record is copied byte for byte; a change that no longer applies (a response
     already a revisit, a revisit already whole) is passed over, so a repeated call changes
@@ -182,7 +189,8 @@ def rewrite_warc(path: Path, changes: dict[str, Change], *, output: Path | None 
     nothing changes. Raises RevisitError when ``path`` cannot be rewritten or a payload source
     is missing or differs, OSError for the disk.
     """
-    records = scan_warc(path)
+    if records is None:
+        records = scan_warc(path)
     if records is None:
         raise RevisitError(f"{path.name}: not a WARC of gzipped records, cannot be rewritten")
     target = output or path

@@ -132,7 +132,7 @@ def _deduplicate_warc(
             record_id: ToRevisit(_as_original(original)) for record_id, original in used.items()
         }
         temp = warc.with_name(f"{TEMP_PREFIX}dedup-{warc.name}")
-        rewrite_warc(warc, changes, output=temp)
+        rewrite_warc(warc, changes, output=temp, records=records)
         try:
             with transaction.atomic():
                 if not _lock_sealed({original.snapshot_id for original in used.values()}):

@@ -3,7 +3,8 @@
 The capture asks Chromium for it over the DevTools protocol (``Page.captureScreenshot`` with
 ``captureBeyondViewport``, clipped to the page's content size from ``Page.getLayoutMetrics``),
 which is what Playwright's ``full_page`` does too, less its round trips and its second pass
-over the page: the same PNG, bytes for bytes, in three quarters of the time (issue 18).
+over the page: the same PNG (byte for byte on 19 of 20 python3-doc pages, the twentieth 2 bytes
+apart) for 0.16 s less of Chromium's CPU a page (issue 18).
 """
 
 from __future__ import annotations

@@ -390,9 +390,9 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
     def lock_and_refresh(self, *fields: str) -> None:
         """Lock this crawl's row until the caller's transaction ends (``SELECT ... FOR
         UPDATE``; on SQLite the transaction holds the write lock already) and read ``fields``
-        again: what a result recorded or an operator changed since this object was read."""
-        Crawl.objects.select_for_update().filter(pk=self.pk).exists()
-        self.refresh_from_db(fields=list(fields))
+        again, in the same query: what a result recorded or an operator changed since this
+        object was read."""
+        self.refresh_from_db(fields=list(fields), from_queryset=Crawl.objects.select_for_update())
 
     def announce(self) -> None:
         """A held crawl wakes the orchestrator as a final one does: ``add --wait`` stops waiting

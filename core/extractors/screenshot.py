@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from core.extractors.base import Format, Output, ShownAs
-from core.extractors.rendering import ChromiumExtractor
+from core.extractors.rendering import ChromiumExtractor, devtools_session
 
 SCREENSHOT_PNG = "screenshot.png"
 # Tallest screenshot in CSS pixels: past Chromium's largest texture (16384 px) a full-page
@@ -34,8 +34,7 @@ class ScreenshotExtractor(ChromiumExtractor):
         """Write screenshot.png: PNG, as wide as the page's content (1280 px unless it
         overflows the viewport) and as tall, up to MAX_HEIGHT, at one device pixel per CSS
         pixel. Raises Playwright's Error when Chromium refuses the capture."""
-        session = page.context.new_cdp_session(page)
-        try:
+        with devtools_session(page) as session:
             content = session.send("Page.getLayoutMetrics")["cssContentSize"]
             clip = {
                 "x": 0,
@@ -48,7 +47,5 @@ class ScreenshotExtractor(ChromiumExtractor):
                 "Page.captureScreenshot",
                 {"format": "png", "clip": clip, "captureBeyondViewport": True},
             )
-        finally:
-            session.detach()
         (out_dir / SCREENSHOT_PNG).write_bytes(base64.b64decode(shot["data"]))
         return SCREENSHOT_PNG

@@ -25,7 +25,7 @@ from core.extractors.errors import Outcome, timeout_reason
 from core.extractors.fetch import fetch, header
 from core.extractors.html_page import remove, unavailable
 from core.extractors.process import find_binary
-from core.extractors.rendering import RENDERED_TYPES, ChromiumExtractor
+from core.extractors.rendering import RENDERED_TYPES, ChromiumExtractor, devtools_session
 
 OUTPUT_HTML = "singlefile.html"
 # The moment SingleFile saved the page, in the comment at its top ("<!--\n Page saved with
@@ -102,8 +102,7 @@ class SingleFileExtractor(ChromiumExtractor):
         Raises SingleFileError when SingleFile fails or saves an empty page.
         """
         options = {**self._bundle["options"], "url": page.url}
-        session = page.context.new_cdp_session(page)
-        try:
+        with devtools_session(page) as session:
             frame_id = session.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
             # Universal access lets SingleFile fetch the page's cross-origin resources (as the
             # extension does), through Chromium's own network stack.
@@ -113,8 +112,6 @@ class SingleFileExtractor(ChromiumExtractor):
             )["executionContextId"]
             _evaluate(session, world, self._bundle["script"] + ";singlefile.init({})")
             result = _evaluate(session, world, CAPTURE_SCRIPT % json.dumps(options))
-        finally:
-            session.detach()
         if not result["content"].strip():
             raise SingleFileError("single-file saved an empty page")
         (out_dir / OUTPUT_HTML).write_text(result["content"], encoding="utf-8")

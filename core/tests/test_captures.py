@@ -20,6 +20,7 @@ from core.models import ArchiveResult, Snapshot
 from core.services.captures import (
     capture_nearest,
     capture_record,
+    capture_timestamp,
     page_text_digest,
     parse_timestamp,
     snapshot_content_digest,
@@ -236,6 +237,17 @@ def test_the_nearest_sealed_capture_the_earlier_of_two_as_near() -> None:
     assert nearest(T0 + timedelta(minutes=61)) == late.pk
     assert nearest(T0 + timedelta(days=300)) == late.pk
     assert capture_nearest(url="https://news.example/never", moment=T0) is None
+
+
+def test_two_captures_in_one_second_share_its_timestamp_and_it_names_the_earlier() -> None:
+    """A Wayback timestamp names a second; a capture can take less than one."""
+    first_at, second_at = T0 + timedelta(milliseconds=200), T0 + timedelta(milliseconds=700)
+    earlier = capture(first_at)
+    capture(second_at)
+
+    assert capture_timestamp(first_at) == capture_timestamp(second_at)
+    moment = parse_timestamp(capture_timestamp(second_at))
+    assert capture_nearest(url=URL, moment=moment).pk == earlier.pk
 
 
 # --- the digest in the pipeline ------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +73,8 @@ def archive_three_times(site: ChangingSite, *, new_browser: bool = True) -> tupl
     url = site.url("/page.html")
     captures = []
     for price in ("forty", "forty", "fifty"):
+        if captures:
+            next_second(captures[-1].captured_at)
         site.page = notice_page(price)
         if new_browser:
             close_shared_browser()
@@ -84,6 +87,15 @@ def archive_three_times(site: ChangingSite, *, new_browser: bool = True) -> tupl
         ), results
         captures.append(Snapshot.objects.captures_of(url).get(pk=snapshot.pk))
     return url, captures
+
+
+def next_second(moment) -> None:
+    """Wait until the clock is past the second of ``moment``. A Wayback timestamp names a
+    second, and a capture now takes less than one: two in the same second share a timestamp,
+    and ``/at/`` gives the earlier (test_captures covers that rule); these tests want each
+    capture to have a timestamp of its own."""
+    while timezone.now().replace(microsecond=0) <= moment.replace(microsecond=0):
+        time.sleep(0.05)
 
 
 def test_a_url_archived_three_times_shows_its_captures_and_what_changed(own_data_dir, site) -> None:

@@ -85,6 +85,7 @@ class Actor:
             lease_fields=self.kind.lease_fields,
             related=self.kind.related,
             companions=self.kind.companions,
+            admit=self.kind.admit,
         )
         if not claimed:
             return False

@@ -19,7 +19,7 @@ from core.extractors.registry import EXTRACTORS, get_extractor
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.services.copies import copy_tick
 from core.services.crawls import crawl_tick
-from core.services.results import result_tick
+from core.services.results import result_admit, result_tick
 from core.services.snapshots import snapshot_tick
 from crawls.models import Crawl
 
@@ -40,6 +40,9 @@ class WorkType:
     # How a companion is ticked (None: as ``tick``): it runs in the slot its claim's first
     # record took, so a per-host limit does not hold it back.
     companion_tick: Callable[[models.Model], None] | None = None
+    # Asked in the claim's transaction whether the claimed record may start (claims.py);
+    # None: every claim stands.
+    admit: Callable[[models.Model], bool] | None = None
 
     @property
     def concurrency(self) -> int:
@@ -85,6 +88,7 @@ def work_types() -> dict[str, WorkType]:
             "ACTORS_ARCHIVERESULT", lease_fields=("extractor",), related=("snapshot__crawl",),
             companions=_visit_companions,
             companion_tick=lambda r: result_tick(result=r, keeps_host_slot=True),
+            admit=lambda r: result_admit(result=r),
         ),
         WorkType(
             "storagecopy", StorageCopy, lambda c: copy_tick(copy=c), _copy_lease,

@@ -61,8 +61,9 @@ class ArchiveResultQuerySet(WorkQuerySet):
         Running means started and under a live lease, counting no result that ``reads_saved``.
 
         Three subqueries that do not depend on the row, each computed once per query. The
-        transaction that starts a result checks again, exactly (core/services/hosts.py): this
-        filter only keeps actors from claiming what they could not start.
+        claim's transaction checks again, exactly, and starts the result there (result_admit in
+        core/services/results.py): this filter only keeps actors from claiming what the host
+        would refuse.
         """
         running = ArchiveResult.objects.filter(
             status=ResultStatus.STARTED, retry_at__gt=now
@@ -150,6 +151,11 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
     )
 
     objects = ArchiveResultQuerySet.as_manager()
+
+    # Not a field: True on the instance its claim started (core/services/results.py,
+    # result_admit), whose tick runs that attempt; a result found started otherwise was left by
+    # a worker that died, and is recovered.
+    started_by_claim = False
 
     class Meta:
         ordering = ["snapshot", "pk"]

@@ -44,11 +44,12 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
     again in another actor. Another actor that started in the moment between the two can then
     make the host's count one more than the limit, until one of them ends.
 
-    Call it in the transaction that starts ``result``: it locks the host's row (creating it on
-    first use), so that of two results of one host that start at once, the second sees the
-    first one started; a result allowed to start is noted as the host's last start. This makes
-    the limit exact; the claim's filter (``ArchiveResultQuerySet.held_back_hosts``) only spares
-    actors claiming what they could not start.
+    Call it in the transaction that starts ``result`` (the one that claims it: result_admit in
+    core/services/results.py): it locks the host's row (creating it on first use), so that of
+    two results of one host that start at once, the second sees the first one started; a
+    result allowed to start is noted as the host's last start. This makes the limit exact;
+    the claim's filter (``ArchiveResultQuerySet.held_back_hosts``) only spares actors claiming
+    what they could not start.
     """
     host, _created = Host.objects.select_for_update().get_or_create(name=result.snapshot.host)
     now = timezone.now()

@@ -52,9 +52,11 @@ logger = logging.getLogger(__name__)
 def result_tick(*, result: ArchiveResult, keeps_host_slot: bool = False) -> None:
     """Run one attempt of ``result``'s extractor and record how it went.
 
-    A result claimed while still ``started`` was left by a worker that died (its lease ran out):
-    that attempt is counted as a temporary failure before anything runs again. When the result
-    ends final and it was the snapshot's last one to do, the snapshot is woken.
+    A result its claim started (``result_admit``) runs that attempt; one not started yet (a
+    companion, or a caller's own) is started first, when its host takes it. A result claimed
+    while still ``started`` was left by a worker that died (its lease ran out): that attempt is
+    counted as a temporary failure before anything runs again. When the result ends final and
+    it was the snapshot's last one to do, the snapshot is woken.
     ``keeps_host_slot``: the result was claimed as a companion of one that just ran in this
     actor (the same page's visit), so it keeps that one's place under HOST_CONCURRENCY; only
     a paused host holds it back (core/services/hosts.py).
@@ -66,6 +68,34 @@ def result_tick(*, result: ArchiveResult, keeps_host_slot: bool = False) -> None
             result_stop_remaining(result=result)
         if result.status in ResultStatus.final() and result.snapshot.all_results_final():
             snapshot_wake(snapshot_id=result.snapshot_id)
+
+
+def result_admit(*, result: ArchiveResult) -> bool:
+    """Start ``result`` in the transaction that claims it (orchestrator/claims.py) when its
+    host takes one more now (``host_start_wait``) and return True; else hand it back, due when
+    it may try again, wake no one, and return False (the claim moves on to another candidate).
+
+    Started in the claim's transaction, it is counted on its host by the very next claim
+    (``ArchiveResultQuerySet.held_back_hosts``): no actor claims what the host would refuse. A
+    result still ``started`` (its worker died, its lease ran out) is admitted as it is, and its
+    tick recovers it.
+    """
+    if result.status == ResultStatus.STARTED:
+        return True
+    wait_until = host_start_wait(result=result)
+    if wait_until is not None:
+        hand_back(result, lease_end=result.retry_at, wake_idle=False, due_at=wait_until)
+        logger.info(
+            "%s of %s not started: host %s is paused or busy",
+            result.extractor,
+            result.snapshot_id,
+            result.snapshot.host,
+        )
+        return False
+    result.start()
+    result.save()
+    result.started_by_claim = True
+    return True
 
 
 def result_stop_remaining(*, result: ArchiveResult) -> int:
@@ -95,23 +125,13 @@ def result_stop_remaining(*, result: ArchiveResult) -> int:
 
 
 def _result_attempt(result: ArchiveResult, keeps_host_slot: bool = False) -> None:
-    if result.status == ResultStatus.STARTED:
+    if result.status == ResultStatus.STARTED and not result.started_by_claim:
         result_recover(result=result)
+        return
+    if result.status != ResultStatus.STARTED and not _start(result, keeps_host_slot):
         return
     extractor = get_extractor(result.extractor)
     snapshot = result.snapshot
-    try:
-        with transaction.atomic():
-            wait_until = host_start_wait(result=result, keeps_slot=keeps_host_slot)
-            if wait_until is not None:
-                _hand_back_for_host(result, wait_until)
-                return
-            result.start()
-            result.save()
-    except ConcurrentTransition:  # stopped or deferred since it was claimed
-        result.refresh_from_db()
-        logger.info("%s of %s changed before it started", result.extractor, snapshot.pk)
-        return
     applies, reason = extractor.should_run(snapshot)
     if not applies:
         with transaction.atomic():
@@ -133,6 +153,24 @@ def _result_attempt(result: ArchiveResult, keeps_host_slot: bool = False) -> Non
         raise
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _start(result: ArchiveResult, keeps_host_slot: bool) -> bool:
+    """Start ``result``, which its claim did not start, when its host takes it; True when it
+    did. False when it was handed back, or changed (stopped, deferred) since it was claimed."""
+    try:
+        with transaction.atomic():
+            wait_until = host_start_wait(result=result, keeps_slot=keeps_host_slot)
+            if wait_until is not None:
+                _hand_back_for_host(result, wait_until)
+                return False
+            result.start()
+            result.save()
+    except ConcurrentTransition:  # stopped or deferred since it was claimed
+        result.refresh_from_db()
+        logger.info("%s of %s changed before it started", result.extractor, result.snapshot_id)
+        return False
+    return True
 
 
 def _hand_back_for_host(result: ArchiveResult, wait_until: datetime) -> None:

@@ -29,6 +29,7 @@ from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.hosts import (
+    CRAWL_LIMIT_RECHECK,
     host_note_outcome,
     host_resume,
     host_start_wait,
@@ -36,8 +37,9 @@ from core.services.hosts import (
 )
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from orchestrator.claims import claim_next
+from orchestrator.claims import claim_next, claim_next_with_companions
 from orchestrator.display import CrawlProgress
+from orchestrator.work import work_types
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -525,6 +527,93 @@ def test_claim_next_passes_over_a_busy_host_to_the_next() -> None:
     assert claimed.pk == newer.pk
     assert claim_next(ArchiveResult, lease_seconds=lambda _r: LEASE) is None
     assert ArchiveResult.objects.get(pk=oldest.pk).retry_at < timezone.now()
+
+
+def claim_result() -> list[ArchiveResult]:
+    """Claim as an archive result actor does: the record, admitted, and its companions."""
+    kind = work_types()["archiveresult"]
+    return claim_next_with_companions(
+        ArchiveResult,
+        lease_seconds=lambda _r: LEASE,
+        lease_fields=kind.lease_fields,
+        related=kind.related,
+        companions=kind.companions,
+        admit=kind.admit,
+    )
+
+
+def test_a_claim_starts_the_result_it_takes_and_the_next_claim_counts_it() -> None:
+    first = result_on("a.example", retry_at=timezone.now() - timedelta(seconds=3))
+    second = result_on("a.example", retry_at=timezone.now() - timedelta(seconds=2))
+    result_on("a.example", retry_at=timezone.now() - timedelta(seconds=1))
+
+    (claimed,) = claim_result()
+    assert claimed.pk == first.pk and claimed.started_by_claim
+    stored = ArchiveResult.objects.get(pk=first.pk)
+    assert (stored.status, stored.attempts) == (ResultStatus.STARTED, 1)
+    assert stored.retry_at == claimed.retry_at > timezone.now()  # under the claim's lease
+    assert [r.pk for r in claim_result()] == [second.pk]
+    assert claim_result() == []  # two started: the host takes no third
+
+
+def test_a_claim_puts_back_what_the_host_refuses_and_takes_the_next_candidate() -> None:
+    """A crawl's own lower limit is one the claim's filter does not know: only the admission
+    in the claim's transaction sees it, and the claim moves on to another host."""
+    snapshot = snapshot_on("a.example")
+    Crawl.objects.filter(pk=snapshot.crawl_id).update(host_concurrency=1)
+    baker.make(
+        ArchiveResult,
+        snapshot=snapshot,
+        extractor="wget",
+        status=ResultStatus.STARTED,
+        retry_at=timezone.now() + timedelta(seconds=LEASE),
+    )
+    refused = baker.make(
+        ArchiveResult,
+        snapshot=snapshot,
+        extractor="headers",
+        retry_at=timezone.now() - timedelta(seconds=60),
+    )
+    elsewhere = result_on("b.example", retry_at=timezone.now() - timedelta(seconds=1))
+
+    (claimed,) = claim_result()
+
+    assert claimed.pk == elsewhere.pk
+    put_back = ArchiveResult.objects.get(pk=refused.pk)
+    assert (put_back.status, put_back.attempts) == (ResultStatus.QUEUED, 0)
+    assert 0 < seconds_from_now(put_back.retry_at) <= CRAWL_LIMIT_RECHECK.total_seconds()
+
+
+def test_claims_that_come_at_once_take_no_more_than_the_host_takes() -> None:
+    # Eight actors claim at the same instant from eight threads, results of one host with
+    # room for two. Each claim starts what it takes in its own transaction: exactly two
+    # claims stand, both started, and none takes a result it would then have to hand back.
+    for _ in range(8):
+        result_on("busy.example")
+    barrier = threading.Barrier(8)
+    claims: list[list[ArchiveResult]] = []
+    errors: list[BaseException] = []
+
+    def claim() -> None:
+        try:
+            barrier.wait()
+            claims.append(claim_result())
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    taken = [result.pk for claimed in claims for result in claimed]
+    started = ArchiveResult.objects.filter(status=ResultStatus.STARTED)
+    assert len(taken) == 2 and set(taken) == set(started.values_list("pk", flat=True))
 
 
 def test_a_queued_snapshot_of_a_paused_host_waits_and_others_start() -> None:

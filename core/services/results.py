@@ -82,20 +82,8 @@ def result_admit(*, result: ArchiveResult) -> bool:
     """
     if result.status == ResultStatus.STARTED:
         return True
-    wait_until = host_start_wait(result=result)
-    if wait_until is not None:
-        hand_back(result, lease_end=result.retry_at, wake_idle=False, due_at=wait_until)
-        logger.info(
-            "%s of %s not started: host %s is paused or busy",
-            result.extractor,
-            result.snapshot_id,
-            result.snapshot.host,
-        )
-        return False
-    result.start()
-    result.save()
-    result.started_by_claim = True
-    return True
+    result.started_by_claim = _start_if_host_takes(result)
+    return result.started_by_claim
 
 
 def result_stop_remaining(*, result: ArchiveResult) -> int:
@@ -160,16 +148,23 @@ def _start(result: ArchiveResult, keeps_host_slot: bool) -> bool:
     did. False when it was handed back, or changed (stopped, deferred) since it was claimed."""
     try:
         with transaction.atomic():
-            wait_until = host_start_wait(result=result, keeps_slot=keeps_host_slot)
-            if wait_until is not None:
-                _hand_back_for_host(result, wait_until)
-                return False
-            result.start()
-            result.save()
+            return _start_if_host_takes(result, keeps_slot=keeps_host_slot)
     except ConcurrentTransition:  # stopped or deferred since it was claimed
         result.refresh_from_db()
         logger.info("%s of %s changed before it started", result.extractor, result.snapshot_id)
         return False
+
+
+def _start_if_host_takes(result: ArchiveResult, keeps_slot: bool = False) -> bool:
+    """In the caller's transaction: start ``result`` when its host takes one more now
+    (``host_start_wait``) and return True, else hand it back (``_hand_back_for_host``) and
+    return False."""
+    wait_until = host_start_wait(result=result, keeps_slot=keeps_slot)
+    if wait_until is not None:
+        _hand_back_for_host(result, wait_until)
+        return False
+    result.start()
+    result.save()
     return True
 
 

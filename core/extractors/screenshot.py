@@ -1,10 +1,15 @@
 """Save how a page looked: a full-page PNG from the shared Chromium.
 
-The capture asks Chromium for it over the DevTools protocol (``Page.captureScreenshot`` with
-``captureBeyondViewport``, clipped to the page's content size from ``Page.getLayoutMetrics``),
-which is what Playwright's ``full_page`` does too, less its round trips and its second pass
-over the page: the same PNG (byte for byte on 19 of 20 python3-doc pages, the twentieth 2 bytes
-apart) for 0.16 s less of Chromium's CPU a page (issue 18).
+The capture asks Chromium for it over the DevTools protocol (``Page.captureScreenshot`` clipped
+to the page's content size from ``Page.getLayoutMetrics``, ``captureBeyondViewport`` only when
+that content overflows the viewport), which is what Playwright's ``full_page`` does too, less
+its round trips and its second pass over the page: the same PNG (byte for byte on 19 of 20
+python3-doc pages, the twentieth 2 bytes apart) for 0.16 s less of Chromium's CPU a page
+(issue 18).
+
+``captureBeyondViewport`` resizes the page for the capture, and a cross-site frame (rendered by
+another process) then sometimes comes out blank: 3 in 30 captures of a page that fits the
+viewport, on a busy machine, and none without it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ class ScreenshotExtractor(ChromiumExtractor):
         overflows the viewport) and as tall, up to MAX_HEIGHT, at one device pixel per CSS
         pixel. Raises Playwright's Error when Chromium refuses the capture."""
         with devtools_session(page) as session:
-            content = session.send("Page.getLayoutMetrics")["cssContentSize"]
+            metrics = session.send("Page.getLayoutMetrics")
+            content, viewport = metrics["cssContentSize"], metrics["cssLayoutViewport"]
             clip = {
                 "x": 0,
                 "y": 0,
@@ -45,7 +51,17 @@ class ScreenshotExtractor(ChromiumExtractor):
             }
             shot = session.send(
                 "Page.captureScreenshot",
-                {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                {
+                    "format": "png",
+                    "clip": clip,
+                    "captureBeyondViewport": overflows(clip, viewport),
+                },
             )
         (out_dir / SCREENSHOT_PNG).write_bytes(base64.b64decode(shot["data"]))
         return SCREENSHOT_PNG
+
+
+def overflows(clip: dict, viewport: dict) -> bool:
+    """True when ``clip`` (CSS pixels) reaches past ``viewport`` (CDP's ``cssLayoutViewport``:
+    clientWidth, clientHeight in CSS pixels), so only a capture beyond it holds all of it."""
+    return clip["width"] > viewport["clientWidth"] or clip["height"] > viewport["clientHeight"]

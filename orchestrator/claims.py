@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from orchestrator.prepared import timed_records
+from orchestrator.prepared import record_by_pk, timed_records
 
 CANDIDATES_PER_CLAIM = 5
 CLAIM_FIELDS = ("pk", "retry_at", "status")
@@ -83,7 +83,7 @@ def claim_next_with_companions(
     now = timezone.now()
 
     def load(pk) -> list[models.Model]:
-        record = model.objects.select_related(*related).get(pk=pk)
+        record = record_by_pk(model, pk, related)
         if admit is not None and not admit(record):
             return []
         if companions is None:

@@ -1,21 +1,25 @@
 """Querysets compiled once with ``now`` as their parameter (orchestrator/prepared.py): the claim
 statement must select exactly what the ORM would at every moment, and fall back to the ORM when
-more than the time varies."""
+more than the time varies. The load of a claimed record, compiled once with its pk as the
+parameter, must give what ``select_related(...).get(pk=...)`` gives, related records included."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.contrib.sessions.models import Session
+from django.db import models
 from django.db.models import Min
 from django.utils import timezone
+from model_bakery import baker
 
 from core.choices import ResultStatus
-from core.models import ArchiveResult, Snapshot
+from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.tests.test_hosts import paused_host, result_on
 from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
 from orchestrator.orchestrator import _claimable_count, _soonest_ahead
-from orchestrator.prepared import TimedQuery, timed_records
+from orchestrator.prepared import PkLoad, TimedQuery, record_by_pk, timed_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -98,3 +102,54 @@ def test_the_orchestrators_compiled_counts_and_soonest_time_match_the_orm(settin
             assert _soonest_ahead(model, moment) == soonest, (model, moment)
     assert _claimable_count(ArchiveResult, now) == 2
     assert _soonest_ahead(ArchiveResult, now) == now + timedelta(seconds=30)
+
+
+def field_values(record: models.Model) -> dict:
+    return {field.attname: getattr(record, field.attname) for field in record._meta.concrete_fields}
+
+
+@pytest.mark.parametrize(
+    ("model", "related"),
+    ((ArchiveResult, ("snapshot__crawl",)), (Snapshot, ("crawl",)), (StorageCopy, ("snapshot",))),
+)
+def test_a_record_loaded_by_its_compiled_pk_is_what_get_loads(
+    model, related, django_assert_num_queries
+) -> None:
+    result = result_on("load.example", status=ResultStatus.STARTED, output="out.txt")
+    records = {
+        ArchiveResult: result,
+        Snapshot: result.snapshot,
+        StorageCopy: baker.make(StorageCopy, snapshot=result.snapshot),
+    }
+    pk = records[model].pk
+    expected = model.objects.select_related(*related).get(pk=pk)
+    assert PkLoad.compile(model, related) is not None  # the compiled path, not the fallback
+    for _ in range(2):  # the first call compiles, the second reuses
+        with django_assert_num_queries(1):
+            loaded = record_by_pk(model, pk, related)
+            # The related records came with it, as select_related brings them.
+            chain = [loaded]
+            for name in related[0].split("__"):
+                chain.append(getattr(chain[-1], name))
+        expected_chain = [expected]
+        for name in related[0].split("__"):
+            expected_chain.append(getattr(expected_chain[-1], name))
+        assert [field_values(r) for r in chain] == [field_values(r) for r in expected_chain]
+        assert loaded._state.adding is False and loaded._state.db == "default"
+    assert loaded.retry_at.tzinfo is not None  # aware, as the ORM converts it
+
+
+def test_a_missing_record_raises_does_not_exist() -> None:
+    result_on("missing.example")
+    with pytest.raises(ArchiveResult.DoesNotExist):
+        record_by_pk(ArchiveResult, -12345, ("snapshot__crawl",))
+    with pytest.raises(Snapshot.DoesNotExist):
+        record_by_pk(Snapshot, "00000000-0000-0000-0000-00000000abcd", ("crawl",))
+
+
+def test_a_key_neither_integer_nor_uuid_is_loaded_by_the_orm() -> None:
+    assert PkLoad.compile(Session, ()) is None
+    session = Session.objects.create(
+        session_key="k" * 32, session_data="e30=", expire_date=timezone.now()
+    )
+    assert record_by_pk(Session, session.pk).session_data == "e30="

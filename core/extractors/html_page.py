@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import Message
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -220,6 +220,7 @@ def _with_root_path(url: str) -> str:
     return urlunsplit(parts._replace(path=parts.path or "/"))
 
 
+@cache  # the installed version: reading it scans site-packages (about 0.4 ms a call)
 def _warcio_version() -> str:
     try:
         return importlib.metadata.version("warcio")

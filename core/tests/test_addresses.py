@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from ipaddress import ip_address, ip_network
 from pathlib import Path
@@ -234,10 +235,11 @@ def test_a_results_refusals_show_in_the_admin_and_on_the_snapshot_page(admin_cli
 class KeepAliveServer:
     """A raw server that answers every request on a connection with ``ok`` and keeps the
     connection open whatever the request asked (as a hostile server may): it records each
-    request head it read."""
+    request head it read, and every byte it received."""
 
     def __init__(self, host: str) -> None:
         self.heads: list[bytes] = []
+        self.received = bytearray()
         self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
@@ -254,6 +256,7 @@ class KeepAliveServer:
         buffered = b""
         with connection:
             while data := connection.recv(65536):
+                self.received += data
                 buffered += data
                 while b"\r\n\r\n" in buffered:
                     head, _, buffered = buffered.partition(b"\r\n\r\n")
@@ -318,6 +321,56 @@ def test_the_origin_sees_the_checked_host_and_a_request_body(keep_alive) -> None
     assert head.startswith(b"POST /form HTTP/1.1\r\n")
     assert f"\r\nHost: 127.0.0.1:{allowed.port}".encode() in head
     assert b"127.0.0.2" not in head
+
+
+def proxy_client(proxy: EgressProxy) -> socket.socket:
+    client = socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1])))
+    client.settimeout(10)
+    return client
+
+
+def answer_of(client: socket.socket) -> bytes:
+    answer = b""
+    with contextlib.suppress(OSError):
+        while data := client.recv(65536):
+            answer += data
+    client.close()
+    return answer
+
+
+def test_a_head_sent_in_pieces_is_passed_on_whole_and_its_body_after_it(keep_alive) -> None:
+    allowed, _private = keep_alive
+    request = (
+        f"POST http://127.0.0.1:{allowed.port}/form HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Length: 9\r\n\r\nname=body"
+    ).encode()
+    cut = request.index(b"\r\n\r\n") + 2  # between the two line ends of the blank line
+    with only(allowed.port), EgressProxy() as proxy:
+        client = proxy_client(proxy)
+        for piece in (request[:20], request[20:cut], request[cut:]):
+            client.sendall(piece)
+            time.sleep(0.2)  # each piece arrives on its own
+        answer = answer_of(client)
+
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"ok")
+    (head,) = allowed.heads
+    assert head.startswith(b"POST /form HTTP/1.1\r\n") and b"\r\nContent-Length: 9" in head
+    assert bytes(allowed.received).endswith(b"\r\n\r\nname=body")
+
+
+def test_a_request_head_too_long_is_refused_and_never_passed_on(keep_alive) -> None:
+    allowed, _private = keep_alive
+    padding = "".join(f"X-Pad-{i}: {'a' * 1000}\r\n" for i in range(70))  # 70 KB of fields
+    with only(allowed.port), EgressProxy() as proxy:
+        client = proxy_client(proxy)
+        with contextlib.suppress(OSError):  # the proxy may close before all of it is sent
+            client.sendall(
+                f"GET http://127.0.0.1:{allowed.port}/ HTTP/1.1\r\n{padding}\r\n".encode()
+            )
+        answer = answer_of(client)
+
+    assert answer.startswith(b"HTTP/1.1 431 Request head longer than 65536 bytes")
+    assert allowed.received == b""
 
 
 def test_a_chunked_request_body_is_refused(live_site: LiveSite) -> None:

@@ -12,7 +12,8 @@ is kept in ``refusals``, which the caller records on the archive result: never s
 HTTPS goes through ``CONNECT`` tunnels, so the proxy never sees or changes what TLS carries; a
 plain-HTTP request is passed on with ``Connection: close`` and the bytes of both directions are
 relayed unchanged, so wget's WARC records hold what the server sent (RFC 9110 §7.6.1 hop-by-hop
-fields aside). Requests are read with the standard library's HTTP parser (http.server).
+fields aside). Request heads are read with the standard library's HTTP parser (http.server),
+each taken from the socket whole and alone (``_take_head``).
 """
 
 from __future__ import annotations
@@ -179,10 +180,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def do_CONNECT(self) -> None:
         """Open a tunnel to ``host:port`` if the policy allows one of its addresses."""
-        host, _, port = self.path.rpartition(":")
         if not self.head_complete:
             self._answer_head_incomplete()
             return
+        host, _, port = self.path.rpartition(":")
         if not host or not port.isdigit():
             self._answer(400, "CONNECT needs host:port")
             return

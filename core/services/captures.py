@@ -218,11 +218,22 @@ def capture_nearest(
 ) -> Snapshot | None:
     """Return the sealed snapshot of the normalized ``url`` among ``within`` (None: all)
     captured nearest ``moment`` (an aware datetime), the earlier of two as near; None when it
-    has no sealed capture. Two queries: the last capture at or before ``moment`` and the first
-    after it (RFC 7089 leaves the choice to the TimeGate; this is pywb's "closest")."""
+    has no sealed capture (RFC 7089 leaves the choice to the TimeGate; this is pywb's
+    "closest").
+
+    ``moment`` names its whole second, as a Wayback timestamp and an Accept-Datetime (RFC 7089
+    §2.1.1, an HTTP date) do: a capture within that second is the one named (the earliest of
+    several), however near the end of the second before another capture ended. Else, up to
+    three queries in all, the last capture before that second and the first after it.
+    """
     sealed = _snapshots(within).captures_of(url).filter(status=SnapshotStatus.SEALED)
-    before = sealed.filter(captured_at__lte=moment).order_by("-captured_at", "pk").first()
-    after = sealed.filter(captured_at__gt=moment).order_by("captured_at", "pk").first()
+    second = moment.replace(microsecond=0)
+    second_end = second + timedelta(seconds=1)
+    in_second = sealed.filter(captured_at__gte=second, captured_at__lt=second_end)
+    if named := in_second.order_by("captured_at", "pk").first():
+        return named
+    before = sealed.filter(captured_at__lt=second).order_by("-captured_at", "pk").first()
+    after = sealed.filter(captured_at__gte=second_end).order_by("captured_at", "pk").first()
     if before is None or after is None:
         return before or after
     if after.captured_at - moment < moment - before.captured_at:

@@ -250,6 +250,19 @@ def test_two_captures_in_one_second_share_its_timestamp_and_it_names_the_earlier
     assert capture_nearest(url=URL, moment=moment).pk == earlier.pk
 
 
+def test_a_captures_own_timestamp_names_it_though_another_ended_the_second_before() -> None:
+    """/at/ with a capture's own timestamp gives that capture: its second holds it, even when
+    a capture a moment before that second began is nearer the second's start."""
+    before_at, own_at = T0 - timedelta(milliseconds=100), T0 + timedelta(milliseconds=600)
+    before, own = capture(before_at), capture(own_at)
+
+    for snapshot, captured_at in ((before, before_at), (own, own_at)):
+        moment = parse_timestamp(capture_timestamp(captured_at))
+        assert capture_nearest(url=URL, moment=moment).pk == snapshot.pk
+    # Between two seconds that hold captures, the nearer one still wins.
+    assert capture_nearest(url=URL, moment=T0 + timedelta(seconds=5)).pk == own.pk
+
+
 # --- the digest in the pipeline ------------------------------------------------------------------
 
 

@@ -223,8 +223,9 @@ def capture_nearest(
 
     ``moment`` names its whole second, as a Wayback timestamp and an Accept-Datetime (RFC 7089
     §2.1.1, an HTTP date) do: a capture within that second is the one named (the earliest of
-    several), however near the end of the second before another capture ended. Else, up to
-    three queries in all, the last capture before that second and the first after it.
+    several), even when a capture late in the second before is nearer the second's start.
+    Else the nearer of the last capture before that second and the first after it (three
+    queries at most).
     """
     sealed = _snapshots(within).captures_of(url).filter(status=SnapshotStatus.SEALED)
     second = moment.replace(microsecond=0)

@@ -175,14 +175,23 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         head, self.head_complete = _take_head(self.connection)
         self.rfile = io.BytesIO(head)
 
+    def parse_request(self) -> bool:
+        """http.server's parse, then the head's own check: one that did not end within
+        MAX_REQUEST_HEAD_BYTES is answered 431 (RFC 6585 §5) and never passed on, whatever its
+        method."""
+        if not super().parse_request():
+            return False
+        if not self.head_complete:
+            limit = MAX_REQUEST_HEAD_BYTES
+            self._answer(431, f"Request head longer than {limit} bytes, or cut short")
+            return False
+        return True
+
     def log_message(self, format, *args) -> None:
         logger.debug("egress %s " + format, self.address_string(), *args)
 
     def do_CONNECT(self) -> None:
         """Open a tunnel to ``host:port`` if the policy allows one of its addresses."""
-        if not self.head_complete:
-            self._answer_head_incomplete()
-            return
         host, _, port = self.path.rpartition(":")
         if not host or not port.isdigit():
             self._answer(400, "CONNECT needs host:port")
@@ -206,9 +215,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         more is read from the client; the answer's head says ``Connection: close``.
         """
         parts = urlsplit(self.path)
-        if not self.head_complete:
-            self._answer_head_incomplete()
-            return
         if parts.scheme != "http" or not parts.hostname:
             self._answer(400, "only http:// URLs, or CONNECT for https, go through this proxy")
             return
@@ -275,10 +281,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 problem = f"could not connect to {host}:{port}: {error.strerror or error}"
                 error_type = "connection_refused"
         return self._unreachable(target, status, problem, error_type)
-
-    def _answer_head_incomplete(self) -> None:
-        limit = MAX_REQUEST_HEAD_BYTES
-        self._answer(431, f"Request head longer than {limit} bytes, or cut short")
 
     def _unreachable(self, target: str, status: int, problem: str, error_type: str) -> None:
         self.proxy.note_unreachable(target, problem)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 from django.core.signals import setting_changed
 from django.db import connection, models
@@ -42,8 +43,8 @@ MARKERS = (
 
 Build = Callable[[datetime], models.QuerySet]
 
-_compiled: dict[tuple[str, str], TimedQuery | None] = {}
-_loads: dict[tuple[str, type[models.Model], tuple[str, ...]], PkLoad | None] = {}
+# (database vendor, what is compiled) -> the compiled query, or None where it cannot be.
+_compiled: dict[tuple, TimedQuery | PkLoad | None] = {}
 
 
 class TimedQuery:
@@ -92,20 +93,21 @@ class TimedQuery:
 def timed_records(key: str, build: Build, now: datetime) -> list[models.Model]:
     """Return the records of ``build(now)``, from SQL compiled once per process under ``key``
     (a name for what ``build`` selects), or compiled afresh when that cannot be done."""
-    query = _compiled_once(key, build)
+    query = _compiled_once(key, partial(TimedQuery.compile, build))
     return list(build(now)) if query is None else query.records(now)
 
 
 def timed_count(key: str, build: Build, now: datetime) -> int:
     """Return ``build(now).count()``, from SQL compiled once per process under ``key``."""
-    query = _compiled_once(key, build)
+    query = _compiled_once(key, partial(TimedQuery.compile, build))
     return build(now).count() if query is None else query.count(now)
 
 
-def _compiled_once(key: str, build: Build) -> TimedQuery | None:
+def _compiled_once(key, make: Callable[[], TimedQuery | PkLoad | None]):
+    """What ``make()`` compiles, made once per process and database vendor under ``key``."""
     cache_key = (connection.vendor, key)
     if cache_key not in _compiled:
-        _compiled[cache_key] = TimedQuery.compile(build)
+        _compiled[cache_key] = make()
     return _compiled[cache_key]
 
 
@@ -126,19 +128,15 @@ class PkLoad:
 
     @classmethod
     def compile(cls, model: type[models.Model], related: tuple[str, ...]) -> PkLoad | None:
-        """Compile the load at two marker keys; None when more than the key varies between
-        them, or ``model``'s key is neither an integer nor a UUID."""
-        markers = _pk_markers(model._meta.pk)
-        if markers is None:
+        """Compile the load for a marker key; None when the statement has any parameter but
+        that key, or ``model``'s key is neither an integer nor a UUID."""
+        marker = _pk_marker(model._meta.pk)
+        if marker is None:
             return None
-        compiled = []
-        for marker in markers:
-            queryset = model.objects.select_related(*related).filter(pk=marker)
-            compiler = queryset.query.get_compiler(using=queryset.db)
-            compiled.append((compiler, *compiler.as_sql()))
-        (compiler, sql, params), (_, other_sql, other_params) = compiled
-        prepared = [model._meta.pk.get_db_prep_value(marker, connection) for marker in markers]
-        if sql != other_sql or list(params) != [prepared[0]] or list(other_params) != [prepared[1]]:
+        queryset = model.objects.select_related(*related).filter(pk=marker)
+        compiler = queryset.query.get_compiler(using=queryset.db)
+        sql, params = compiler.as_sql()
+        if list(params) != [model._meta.pk.get_db_prep_value(marker, connection)]:
             return None
         return cls(compiler, sql)
 
@@ -160,21 +158,18 @@ class PkLoad:
 def record_by_pk(model: type[models.Model], pk, related: tuple[str, ...] = ()) -> models.Model:
     """Return ``model.objects.select_related(*related).get(pk=pk)``, from SQL compiled once per
     process (or afresh when that cannot be done). Raises ``model.DoesNotExist``."""
-    key = (connection.vendor, model, related)
-    if key not in _loads:
-        _loads[key] = PkLoad.compile(model, related)
-    load = _loads[key]
+    load = _compiled_once((model, related), partial(PkLoad.compile, model, related))
     if load is None:
         return model.objects.select_related(*related).get(pk=pk)
     return load.record(pk)
 
 
-def _pk_markers(field: models.Field) -> tuple | None:
-    """Two keys no real record has, of ``field``'s type; None for a type not foreseen."""
+def _pk_marker(field: models.Field):
+    """A key no real record has, of ``field``'s type; None for a type not foreseen."""
     if isinstance(field, models.UUIDField):
-        return uuid.UUID(int=1), uuid.UUID(int=2)
+        return uuid.UUID(int=1)
     if isinstance(field, models.IntegerField):  # AutoField, BigAutoField
-        return -1, -2
+        return -1
     return None
 
 
@@ -186,4 +181,3 @@ def _database_time(value: datetime):
 @receiver(setting_changed)
 def _forget_compiled(**_kwargs) -> None:
     _compiled.clear()
-    _loads.clear()

@@ -108,6 +108,14 @@ def field_values(record: models.Model) -> dict:
     return {field.attname: getattr(record, field.attname) for field in record._meta.concrete_fields}
 
 
+def related_chain(record: models.Model, path: str) -> list[models.Model]:
+    """``record`` and the records along ``path`` ("snapshot__crawl") from it."""
+    chain = [record]
+    for name in path.split("__"):
+        chain.append(getattr(chain[-1], name))
+    return chain
+
+
 @pytest.mark.parametrize(
     ("model", "related"),
     ((ArchiveResult, ("snapshot__crawl",)), (Snapshot, ("crawl",)), (StorageCopy, ("snapshot",))),
@@ -122,19 +130,14 @@ def test_a_record_loaded_by_its_compiled_pk_is_what_get_loads(
         StorageCopy: baker.make(StorageCopy, snapshot=result.snapshot),
     }
     pk = records[model].pk
-    expected = model.objects.select_related(*related).get(pk=pk)
+    expected = related_chain(model.objects.select_related(*related).get(pk=pk), related[0])
     assert PkLoad.compile(model, related) is not None  # the compiled path, not the fallback
     for _ in range(2):  # the first call compiles, the second reuses
         with django_assert_num_queries(1):
             loaded = record_by_pk(model, pk, related)
             # The related records came with it, as select_related brings them.
-            chain = [loaded]
-            for name in related[0].split("__"):
-                chain.append(getattr(chain[-1], name))
-        expected_chain = [expected]
-        for name in related[0].split("__"):
-            expected_chain.append(getattr(expected_chain[-1], name))
-        assert [field_values(r) for r in chain] == [field_values(r) for r in expected_chain]
+            chain = related_chain(loaded, related[0])
+        assert [field_values(r) for r in chain] == [field_values(r) for r in expected]
         assert loaded._state.adding is False and loaded._state.db == "default"
     assert loaded.retry_at.tzinfo is not None  # aware, as the ORM converts it
 

@@ -12,7 +12,10 @@ from datetime import timedelta
 import pytest
 from bs4 import BeautifulSoup
 from django.core.management import CommandError, call_command
-from django.test import Client
+from django.db import connection
+from django.http import HttpResponse
+from django.test import Client, RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from requests.utils import parse_header_links
 
@@ -21,6 +24,7 @@ from core.services.captures import page_text_digest
 from core.services.tokens import token_create
 from core.tests.test_captures import T0, URL, capture, notice
 from core.tests.users import keeper, staff_with
+from core.web.memento import memento_headers
 
 pytestmark = pytest.mark.django_db
 
@@ -331,6 +335,16 @@ def test_a_lookup_without_a_sealed_capture_is_a_404(reader) -> None:
 
     assert reader.get(f"/at/2024/{URL}").status_code == 404
     assert reader.get(f"/at/{URL}").status_code == 404
+
+
+def test_the_memento_headers_cost_one_query(three) -> None:
+    page = memento_headers(lambda request, snapshot_id: HttpResponse("page"))
+
+    with CaptureQueriesContext(connection) as queries:
+        response = page(RequestFactory().get("/"), three[0].pk)
+
+    assert response["Memento-Datetime"] == "Tue, 05 Mar 2024 10:00:00 GMT"
+    assert len(queries) == 1, [query["sql"] for query in queries]
 
 
 def test_a_sealed_snapshots_page_is_a_memento(reader, three) -> None:

@@ -104,6 +104,16 @@ def test_the_orchestrators_compiled_counts_and_soonest_time_match_the_orm(settin
     assert _soonest_ahead(ArchiveResult, now) == now + timedelta(seconds=30)
 
 
+def test_the_soonest_time_ahead_is_one_query(django_assert_num_queries) -> None:
+    # Its record carries its state: django-fsm reads the state of every instance it makes, and
+    # a deferred one would cost a second query each tick.
+    result_on("soon.example", retry_at=timezone.now() + timedelta(seconds=30))
+    _soonest_ahead(ArchiveResult, timezone.now())  # compiled on the first call
+
+    with django_assert_num_queries(1):
+        assert _soonest_ahead(ArchiveResult, timezone.now()) is not None
+
+
 def field_values(record: models.Model) -> dict:
     return {field.attname: getattr(record, field.attname) for field in record._meta.concrete_fields}
 

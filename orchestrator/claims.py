@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from orchestrator.prepared import record_by_pk, timed_records
+from orchestrator.prepared import prepared_records, record_by_pk
 
 CANDIDATES_PER_CLAIM = 5
 CLAIM_FIELDS = ("pk", "retry_at", "status")
@@ -230,7 +230,7 @@ def _candidates(
         return candidates[:limit]
 
     key = f"claim {model._meta.label} {','.join(fields)} {limit} {skip_locked}"
-    return timed_records(key, build, now)
+    return prepared_records(key, build, now)
 
 
 def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from orchestrator.diskguard import disk_usage
 from orchestrator.forking import start_actor
-from orchestrator.prepared import timed_count, timed_records
+from orchestrator.prepared import prepared_count, prepared_records
 from orchestrator.wakeups import DUE, FINAL, DatabaseListener, Listener, Wake, ping
 from orchestrator.work import WorkType, work_types
 
@@ -309,7 +309,7 @@ def _send(process: BaseProcess, sig: int) -> None:
 
 def _claimable_count(model: type[models.Model], now: datetime) -> int:
     """How many records of ``model`` an actor could claim at ``now``."""
-    return timed_count(f"claimable {model._meta.label}", model.objects.claimable, now)
+    return prepared_count(f"claimable {model._meta.label}", model.objects.claimable, now)
 
 
 def _soonest_ahead(model: type[models.Model], now: datetime) -> datetime | None:
@@ -321,5 +321,5 @@ def _soonest_ahead(model: type[models.Model], now: datetime) -> datetime | None:
         # would be loaded by a query of its own.
         return ahead.order_by("retry_at").only("pk", "retry_at", "status")[:1]
 
-    soonest = timed_records(f"soonest ahead {model._meta.label}", build, now)
+    soonest = prepared_records(f"soonest ahead {model._meta.label}", build, now)
     return soonest[0].retry_at if soonest else None

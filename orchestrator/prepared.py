@@ -1,109 +1,178 @@
-"""Querysets compiled to SQL once per process, with the current time as their only parameter.
+"""Querysets compiled to SQL once per process, their arguments put into the compiled SQL.
 
 Django builds and compiles a queryset into SQL every time it is evaluated. For the claim of
 an archive result (orchestrator/claims.py) that is some 5 ms of Python (the due filter, the
 queue's hold and the three host subqueries of ``held_back_hosts``) for a statement SQLite then
 runs in well under a millisecond; actors claim hundreds of times a minute, and this was a
-fifth of a crawl's Python time (py-spy, bench/throughput.py, issue 19).
+fifth of a crawl's Python time (py-spy, bench/throughput.py, issue 19). Building queries was,
+all told, four tenths of an actor's Python time, running them one fortieth.
 
-``TimedQuery`` compiles a queryset once for each of two marker times and keeps the SQL with
-the positions of the parameters that were those markers; a later run puts ``now`` there. It
-is used only when that is provably all that varies (the two compilations differ in exactly
-those parameters, and nowhere else): a query that derives other values from the time, say
-``now - 1 hour``, is simply compiled afresh every time. Compiled SQL depends on settings (a
-per-host limit of 0 drops a subquery), so every cached query is forgotten when a setting
-changes (Django's ``setting_changed`` signal, sent by ``override_settings`` in tests).
+``PreparedQuery`` compiles ``build(*args)``, a function returning a queryset, once for each of
+two sets of marker arguments (values of the arguments' types that no real record carries) and
+keeps the SQL with the positions of the parameters that were those markers; a later run puts its
+own arguments there, adapted for the database as the markers were (a time as the driver takes
+it, a UUID as SQLite stores it). It is used only when the two compilations show that this is all
+that varies: they differ in exactly those parameters, and each is a marker as the database takes
+it; a query that derives other values from an argument, say ``now - 1 hour``, is simply compiled
+afresh every time (a ``__contains`` pattern is known: the argument made a LIKE pattern as Django
+makes it). ``build`` must not branch on its arguments: what it does with the markers is what the
+SQL does for every argument. Compiled SQL depends on settings (a per-host limit of 0 drops a
+subquery), so every cached query is forgotten when a setting changes (Django's
+``setting_changed`` signal, sent by ``override_settings`` in tests).
 
-``record_by_pk`` does the same for the load of a record just claimed,
-``select_related(...).get(pk=...)``, which every claim makes: compiling it (80 columns for an
-archive result with its snapshot and crawl) took most of a load's 0.75 ms, for a statement
-SQLite runs in 0.1 ms; compiled once, a load takes 0.27 ms. Its rows are made into
-instances as Django's own ``ModelIterable`` makes them, from the compiler's ``select`` and
-``klass_info``: internals of Django (pinned in requirements.txt), checked by the tests against
-what ``get()`` loads.
+Rows are made into instances as Django's own ``ModelIterable`` makes them, from the compiler's
+``select`` and ``klass_info``, related records of ``select_related`` and annotations included,
+rather than through ``raw()``, which works out the same layout again for every query:
+internals of Django (pinned in requirements.txt), checked by the tests against what the ORM
+loads. ``record_by_pk``, the load of a record just claimed (``select_related(...).get(pk=...)``,
+80 columns for an archive result with its snapshot and crawl), takes 0.27 ms compiled once
+against 0.75 ms compiled each time, for a statement SQLite runs in 0.1 ms.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
-from functools import partial
+from datetime import UTC, datetime, timedelta
+from functools import cached_property, partial
 
+from django.core.exceptions import ValidationError
 from django.core.signals import setting_changed
 from django.db import connection, models
 from django.db.models.query import get_related_populators
 from django.dispatch import receiver
 
-# Two times no real record carries, compiled in turn to find where ``now`` goes.
+# Two times no real record carries, compiled in turn to find where a time goes (the n-th
+# time argument of a query gets these n days later).
 MARKERS = (
     datetime(2001, 2, 3, 4, 5, 6, 123457, tzinfo=UTC),
     datetime(2002, 3, 4, 5, 6, 7, 234568, tzinfo=UTC),
 )
 
-Build = Callable[[datetime], models.QuerySet]
+Build = Callable[..., models.QuerySet]
+Adapter = Callable[[object], object]
 
 # (database vendor, what is compiled) -> the compiled query, or None where it cannot be.
-_compiled: dict[tuple, TimedQuery | PkLoad | None] = {}
+_compiled: dict[tuple, PreparedQuery | None] = {}
 
 
-class TimedQuery:
-    """The SQL of ``build(now)`` with the slots where ``now`` goes (see the module's docstring)."""
+class PreparedQuery:
+    """The SQL of ``build(*args)`` with the slots where its arguments go (see the module's
+    docstring): ``slots`` pairs each such parameter's position with the argument's index and
+    the adapter that makes the argument the parameter."""
 
-    def __init__(self, model: type[models.Model], sql: str, params: list, slots: list[int]):
-        self.model = model
+    def __init__(self, compiler, sql: str, params: list, slots: list):
+        self.compiler = compiler
         self.sql = sql
         self.params = params
         self.slots = slots
+        self.model = compiler.query.model
 
     @classmethod
-    def compile(cls, build: Build) -> TimedQuery | None:
-        """Compile ``build`` (a function of the time returning a queryset) at both markers;
-        return the query, or None when more than ``now`` varies between the two."""
-        (sql, params), (other_sql, other_params) = (
-            build(marker).query.sql_with_params() for marker in MARKERS
-        )
+    def compile(cls, build: Build, arg_types: tuple[type, ...]) -> PreparedQuery | None:
+        """Compile ``build`` at two sets of markers of ``arg_types``; return the query, or None
+        when an argument has a type without markers, a field refuses a marker, more than the
+        markers vary between the two, or a parameter that varies is no marker as the database
+        takes it."""
+        markers = _markers(arg_types)
+        if markers is None:
+            return None
+        try:
+            (compiler, (sql, params)), (_, (other_sql, other_params)) = (
+                _compiled_at(build, args) for args in markers
+            )
+        except (ValidationError, ValueError, TypeError):
+            return None  # a field refuses a marker (a str that is no UUID): the ORM says why
         if sql != other_sql or len(params) != len(other_params):
             return None
-        first, second = (_database_time(marker) for marker in MARKERS)
-        slots = [i for i, (a, b) in enumerate(zip(params, other_params, strict=True)) if a != b]
-        if any(params[i] != first or other_params[i] != second for i in slots):
-            return None
-        return cls(build(MARKERS[0]).model, sql, list(params), slots)
+        slots = []
+        for position, (value, other) in enumerate(zip(params, other_params, strict=True)):
+            if value == other:
+                continue
+            found = _marker_slot(value, other, markers)
+            if found is None:
+                return None
+            slots.append((position, *found))
+        return cls(compiler, sql, list(params), slots)
 
-    def records(self, now: datetime) -> list[models.Model]:
-        """Run the query at ``now``; return its rows as instances of its model, with the
-        fields it selected loaded (as ``only()`` would) and the others deferred."""
-        return list(self.model.objects.raw(self.sql, self._params(now)))
-
-    def count(self, now: datetime) -> int:
-        """How many rows the query has at ``now`` (as ``QuerySet.count()``)."""
+    def records(self, *args) -> list[models.Model]:
+        """Run the query with ``args``; return its rows as instances of its model, made as
+        Django's ``ModelIterable`` makes them: the fields it selected loaded (the others
+        deferred, as ``only()`` leaves them), its ``select_related`` records and annotations
+        set."""
+        compiler, (start, end, init_list, populators) = self.compiler, self._row_layout
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*) FROM ({self.sql}) counted", self._params(now))
+            cursor.execute(self.sql, self._params(args))
+            rows = cursor.fetchall()
+        records = []
+        for row in compiler.results_iter([rows]):
+            record = self.model.from_db(compiler.using, init_list, row[start:end])
+            for populator in populators:
+                populator.populate(row, record)
+            for name, position in compiler.annotation_col_map.items():
+                setattr(record, name, row[position])
+            records.append(record)
+        return records
+
+    @cached_property
+    def _row_layout(self) -> tuple[int, int, list[str], list]:
+        """Where a row holds the model's fields, their names, and the ``select_related``
+        populators (Django's ``ModelIterable``)."""
+        klass_info, select = self.compiler.klass_info, self.compiler.select
+        start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
+        init_list = [column[0].target.attname for column in select[start:end]]
+        return (
+            start,
+            end,
+            init_list,
+            get_related_populators(klass_info, select, self.compiler.using),
+        )
+
+    def count(self, *args) -> int:
+        """How many rows the query has with ``args`` (as ``QuerySet.count()``)."""
+        return self._scalar(f"SELECT COUNT(*) FROM ({self.sql}) counted", args)
+
+    def exists(self, *args) -> bool:
+        """Whether the query has any row with ``args`` (as ``QuerySet.exists()``)."""
+        return bool(self._scalar(f"SELECT EXISTS ({self.sql})", args))
+
+    def _scalar(self, sql: str, args: tuple):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, self._params(args))
             return cursor.fetchone()[0]
 
-    def _params(self, now: datetime) -> list:
+    def _params(self, args: tuple) -> list:
         params = list(self.params)
-        value = _database_time(now)
-        for slot in self.slots:
-            params[slot] = value
+        for position, index, adapt in self.slots:
+            params[position] = adapt(args[index])
         return params
 
 
-def timed_records(key: str, build: Build, now: datetime) -> list[models.Model]:
-    """Return the records of ``build(now)``, from SQL compiled once per process under ``key``
-    (a name for what ``build`` selects), or compiled afresh when that cannot be done."""
-    query = _compiled_once(key, partial(TimedQuery.compile, build))
-    return list(build(now)) if query is None else query.records(now)
+def prepared_records(key: str, build: Build, *args) -> list[models.Model]:
+    """Return the records of ``build(*args)``, from SQL compiled once per process under
+    ``key`` (a name for what ``build`` selects), or compiled afresh when that cannot be done."""
+    query = _prepared(key, build, args)
+    return list(build(*args)) if query is None else query.records(*args)
 
 
-def timed_count(key: str, build: Build, now: datetime) -> int:
-    """Return ``build(now).count()``, from SQL compiled once per process under ``key``."""
-    query = _compiled_once(key, partial(TimedQuery.compile, build))
-    return build(now).count() if query is None else query.count(now)
+def prepared_count(key: str, build: Build, *args) -> int:
+    """Return ``build(*args).count()``, from SQL compiled once per process under ``key``."""
+    query = _prepared(key, build, args)
+    return build(*args).count() if query is None else query.count(*args)
 
 
-def _compiled_once(key, make: Callable[[], TimedQuery | PkLoad | None]):
+def prepared_exists(key: str, build: Build, *args) -> bool:
+    """Return ``build(*args).exists()``, from SQL compiled once per process under ``key``."""
+    query = _prepared(key, build, args)
+    return build(*args).exists() if query is None else query.exists(*args)
+
+
+def _prepared(key: str, build: Build, args: tuple) -> PreparedQuery | None:
+    arg_types = tuple(type(arg) for arg in args)
+    return _compiled_once((key, arg_types), partial(PreparedQuery.compile, build, arg_types))
+
+
+def _compiled_once(key, make: Callable[[], PreparedQuery | None]):
     """What ``make()`` compiles, made once per process and database vendor under ``key``."""
     cache_key = (connection.vendor, key)
     if cache_key not in _compiled:
@@ -111,66 +180,79 @@ def _compiled_once(key, make: Callable[[], TimedQuery | PkLoad | None]):
     return _compiled[cache_key]
 
 
-class PkLoad:
-    """``model.objects.select_related(*related).get(pk=...)`` compiled once (see the module's
-    docstring): the SQL, whose one parameter is the pk, and what turns a row into the record
-    with its related records."""
-
-    def __init__(self, compiler, sql: str):
-        self.compiler = compiler
-        self.sql = sql
-        klass_info, select = compiler.klass_info, compiler.select
-        self.model = klass_info["model"]
-        fields = klass_info["select_fields"]
-        self.start, self.end = fields[0], fields[-1] + 1
-        self.init_list = [column[0].target.attname for column in select[self.start : self.end]]
-        self.populators = get_related_populators(klass_info, select, compiler.using)
-
-    @classmethod
-    def compile(cls, model: type[models.Model], related: tuple[str, ...]) -> PkLoad | None:
-        """Compile the load for a marker key; None when the statement has any parameter but
-        that key, or ``model``'s key is neither an integer nor a UUID."""
-        marker = _pk_marker(model._meta.pk)
-        if marker is None:
+def _markers(arg_types: tuple[type, ...]) -> tuple[tuple, tuple] | None:
+    """Two sets of arguments of ``arg_types``, every value distinct from every other; None
+    when a type has no markers (only times, integers, strings and UUIDs have)."""
+    pairs = []
+    for index, arg_type in enumerate(arg_types):
+        if issubclass(arg_type, datetime):
+            later = timedelta(days=index)
+            pairs.append((MARKERS[0] + later, MARKERS[1] + later))
+        elif issubclass(arg_type, int) and not issubclass(arg_type, bool):
+            pairs.append((-1001 - 2 * index, -1002 - 2 * index))
+        elif issubclass(arg_type, str):
+            pairs.append((f"\x1evellum-marker-{index}-a", f"\x1dvellum-marker-{index}-b"))
+        elif issubclass(arg_type, uuid.UUID):
+            pairs.append((uuid.UUID(int=2 * index + 1), uuid.UUID(int=2 * index + 2)))
+        else:
             return None
-        queryset = model.objects.select_related(*related).filter(pk=marker)
-        compiler = queryset.query.get_compiler(using=queryset.db)
-        sql, params = compiler.as_sql()
-        if list(params) != [model._meta.pk.get_db_prep_value(marker, connection)]:
-            return None
-        return cls(compiler, sql)
+    return tuple(pair[0] for pair in pairs), tuple(pair[1] for pair in pairs)
 
-    def record(self, pk) -> models.Model:
-        """Load the record ``pk`` with its related records. Raises ``model.DoesNotExist``."""
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql, [self.model._meta.pk.get_db_prep_value(pk, connection)])
-            rows = cursor.fetchall()
-        for row in self.compiler.results_iter([rows]):
-            record = self.model.from_db(
-                self.compiler.using, self.init_list, row[self.start : self.end]
-            )
-            for populator in self.populators:
-                populator.populate(row, record)
-            return record
-        raise self.model.DoesNotExist(f"{self.model._meta.object_name} {pk} does not exist")
+
+def _marker_slot(value, other, markers: tuple[tuple, tuple]) -> tuple[int, Adapter] | None:
+    """``(argument index, adapter)`` when ``value`` and ``other``, a parameter of the two
+    compilations, are that argument's two markers as the database takes them; else None."""
+    for index, (first, second) in enumerate(zip(*markers, strict=True)):
+        for adapt in _adapters(first):
+            if adapt(first) == value and adapt(second) == other:
+                return index, adapt
+    return None
+
+
+def _adapters(marker) -> tuple[Adapter, ...]:
+    """The ways Django may hand an argument like ``marker`` to the database driver."""
+    if isinstance(marker, datetime):
+        return (_database_time,)
+    if isinstance(marker, uuid.UUID):
+        return (_same, _uuid_hex)
+    if isinstance(marker, str):
+        return (_same, _like_contains)
+    return (_same,)
+
+
+def _same(value):
+    return value
+
+
+def _like_contains(value: str) -> str:
+    """A string as a ``__contains`` lookup hands it over: a LIKE pattern with its wildcards
+    escaped, between two ``%``."""
+    return f"%{connection.ops.prep_for_like_query(value)}%"
+
+
+def _uuid_hex(value: uuid.UUID) -> str:
+    """A UUID as a database without a UUID type stores it (32 hex digits, Django's UUIDField)."""
+    return value.hex
 
 
 def record_by_pk(model: type[models.Model], pk, related: tuple[str, ...] = ()) -> models.Model:
     """Return ``model.objects.select_related(*related).get(pk=pk)``, from SQL compiled once per
     process (or afresh when that cannot be done). Raises ``model.DoesNotExist``."""
-    load = _compiled_once((model, related), partial(PkLoad.compile, model, related))
-    if load is None:
-        return model.objects.select_related(*related).get(pk=pk)
-    return load.record(pk)
+
+    def build(key):
+        return model.objects.select_related(*related).filter(pk=key)
+
+    found = prepared_records(f"{model._meta.label} by pk with {related}", build, pk)
+    if not found:
+        raise model.DoesNotExist(f"{model._meta.object_name} {pk} does not exist")
+    return found[0]
 
 
-def _pk_marker(field: models.Field):
-    """A key no real record has, of ``field``'s type; None for a type not foreseen."""
-    if isinstance(field, models.UUIDField):
-        return uuid.UUID(int=1)
-    if isinstance(field, models.IntegerField):  # AutoField, BigAutoField
-        return -1
-    return None
+def _compiled_at(build: Build, args: tuple):
+    """The compiler of ``build(*args)`` and the SQL with parameters it made."""
+    queryset = build(*args)
+    compiler = queryset.query.get_compiler(using=queryset.db)
+    return compiler, compiler.as_sql()
 
 
 def _database_time(value: datetime):

@@ -16,6 +16,7 @@ from core.models.hosts import Host
 from core.models.snapshots import Snapshot
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.models import WorkItem, WorkQuerySet
+from orchestrator.prepared import prepared_exists
 from orchestrator.wakeups import notify_due
 
 STOPPED_PREFIX = "stopped: "  # the reason of a result skipped because a blocking step failed
@@ -191,11 +192,8 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
 
     def unblocks_others(self) -> bool:
         """True when a result of the same snapshot that is not final waits for this one."""
-        return (
-            ArchiveResult.objects.active()
-            .filter(snapshot_id=self.snapshot_id, depends_on__contains=f",{self.extractor},")
-            .exists()
-        )
+        waiting = f",{self.extractor},"
+        return prepared_exists("results waiting for one", _waiting_for, self.snapshot_id, waiting)
 
     @property
     def waits_for(self) -> list[str]:
@@ -371,3 +369,11 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.exit_code = output.exit_code
         self.refused = [str(refusal) for refusal in output.refusals]
         self.missing = list(output.missing)
+
+
+def _waiting_for(snapshot_id, pattern: str) -> models.QuerySet:
+    """The results of snapshot ``snapshot_id`` that are not final and whose ``depends_on``
+    holds ``pattern`` (``,<extractor>,``)."""
+    return ArchiveResult.objects.active().filter(
+        snapshot_id=snapshot_id, depends_on__contains=pattern
+    )

@@ -20,6 +20,7 @@ from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.registry import READS_SAVED
 from core.models import ArchiveResult, Host
+from orchestrator.prepared import prepared_count, prepared_exists, prepared_records
 from orchestrator.retries import backoff_delay
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
     the claim's filter (``ArchiveResultQuerySet.held_back_hosts``) only spares actors claiming
     what they could not start.
     """
-    host, _created = Host.objects.select_for_update().get_or_create(name=result.snapshot.host)
+    host = _locked_host(result.snapshot.host)
     now = timezone.now()
     crawl = result.snapshot.crawl
     if host.status == HostStatus.PAUSED:
@@ -67,18 +68,43 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
         free_at = host.last_started_at + timedelta(seconds=delay)
         if free_at > now:
             return free_at
-    if limit:
-        running = (
-            ArchiveResult.objects.filter(
-                snapshot__host=host.name, status=ResultStatus.STARTED, retry_at__gt=now
-            )
-            .exclude(pk=result.pk)
-            .exclude(extractor__in=READS_SAVED)
-        )
-        if running.count() >= limit:
-            return now + _recheck_after(crawl)
+    if limit and _running_on(host.name, now, result.pk) >= limit:
+        return now + _recheck_after(crawl)
     Host.objects.filter(pk=host.pk).update(last_started_at=now)
     return None
+
+
+# Every start of a result runs these two statements: compiled once per process
+# (orchestrator/prepared.py), they cost a tenth of a millisecond instead of one.
+
+
+def _locked_host(name: str) -> Host:
+    """The Host row ``name``, locked (``FOR UPDATE``) until the transaction ends; made on
+    first use."""
+
+    def build(wanted: str):
+        return Host.objects.select_for_update().filter(name=wanted)
+
+    found = prepared_records("host by name, locked", build, name)
+    if found:
+        return found[0]
+    return Host.objects.select_for_update().get_or_create(name=name)[0]
+
+
+def _running_on(host: str, now: datetime, result_pk: int) -> int:
+    """How many results that ask ``host`` for pages run at ``now``, the one ``result_pk``
+    aside: started, under a live lease, of an extractor that does not read a saved page."""
+
+    def build(name: str, at: datetime, pk: int):
+        return (
+            ArchiveResult.objects.filter(
+                snapshot__host=name, status=ResultStatus.STARTED, retry_at__gt=at
+            )
+            .exclude(pk=pk)
+            .exclude(extractor__in=READS_SAVED)
+        )
+
+    return prepared_count("results running on a host", build, host, now, result_pk)
 
 
 def _start_delay(crawl, host: Host) -> float:
@@ -147,9 +173,13 @@ def _host_slow_down(name: str, error: str, delay: float) -> Host:
     return host
 
 
+def _to_clear(name: str):
+    return Host.objects.filter(name=name).exclude(status=HostStatus.OK, failures=0)
+
+
 def _host_count_success(name: str) -> Host | None:
     # Most successes are on hosts with nothing to clear: one indexed read, no write.
-    if not Host.objects.filter(name=name).exclude(status=HostStatus.OK, failures=0).exists():
+    if not prepared_exists("host with a breaker to clear", _to_clear, name):
         return None
     with transaction.atomic():
         host = Host.objects.select_for_update().get(name=name)

@@ -5,12 +5,14 @@ parameter, must give what ``select_related(...).get(pk=...)`` gives, related rec
 
 from __future__ import annotations
 
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.sessions.models import Session
 from django.db import models
 from django.db.models import Min
+from django.db.models.functions import Length
 from django.utils import timezone
 from model_bakery import baker
 
@@ -19,7 +21,7 @@ from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.tests.test_hosts import paused_host, result_on
 from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
 from orchestrator.orchestrator import _claimable_count, _soonest_ahead
-from orchestrator.prepared import PkLoad, TimedQuery, record_by_pk, timed_records
+from orchestrator.prepared import PreparedQuery, prepared_records, record_by_pk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,7 +51,9 @@ def test_the_compiled_claim_selects_what_the_orm_selects_at_every_moment(setting
     ):
         compiled = [record.pk for record in _candidates(ArchiveResult, FIELDS, moment, 50)]
         assert compiled == orm_candidates(ArchiveResult, FIELDS, moment, 50), moment
-    claim = TimedQuery.compile(lambda at: _claimable(ArchiveResult.objects.all(), at, FIELDS))
+    claim = PreparedQuery.compile(
+        lambda at: _claimable(ArchiveResult.objects.all(), at, FIELDS), (datetime,)
+    )
     assert claim is not None and len(claim.slots) >= 3  # due, running leases, host pauses
     due_now = {record.pk for record in _candidates(ArchiveResult, FIELDS, now, 50)}
     assert len(due_now) == 3  # the three of spread.example due by now
@@ -68,11 +72,58 @@ def test_a_query_that_derives_other_values_from_the_time_is_not_compiled_once() 
     def an_hour_before(at):
         return Snapshot.objects.filter(created_at__gte=at - timedelta(hours=1)).order_by("pk")
 
-    assert TimedQuery.compile(an_hour_before) is None
+    assert PreparedQuery.compile(an_hour_before, (datetime,)) is None
     recent = result_on("recent.example").snapshot
     now = timezone.now()
-    assert [s.pk for s in timed_records("test an hour before", an_hour_before, now)] == [recent.pk]
-    assert timed_records("test an hour before", an_hour_before, now + timedelta(hours=2)) == []
+    assert [s.pk for s in prepared_records("test an hour before", an_hour_before, now)] == [
+        recent.pk
+    ]
+    assert prepared_records("test an hour before", an_hour_before, now + timedelta(hours=2)) == []
+
+
+def test_a_query_of_several_arguments_selects_what_the_orm_selects() -> None:
+    now = timezone.now()
+    for host, seconds in (("one.example", -60), ("one.example", 60), ("two.example", -60)):
+        result_on(host, retry_at=now + timedelta(seconds=seconds), depends_on=",wget,")
+    result_on("one.example", retry_at=now - timedelta(seconds=60), depends_on=",dom,")
+    first = ArchiveResult.objects.order_by("pk").first()
+
+    def build(host: str, at: datetime, pk: int, snapshot_id: uuid.UUID, waits_for: str):
+        due = ArchiveResult.objects.filter(snapshot__host=host, retry_at__lte=at)
+        others = due.exclude(pk=pk).exclude(snapshot_id=snapshot_id)
+        return others.filter(depends_on__contains=waits_for).order_by("pk")
+
+    query = PreparedQuery.compile(build, (str, datetime, int, uuid.UUID, str))
+    assert query is not None and len(query.slots) == 5
+    for host in ("one.example", "two.example", "none.example"):
+        for at in (now - timedelta(seconds=90), now, now + timedelta(seconds=90)):
+            for waits_for in (",wget,", ",dom,", "%", "_"):  # LIKE's wildcards match themselves
+                args = (host, at, first.pk, first.snapshot_id, waits_for)
+                expected = [record.pk for record in build(*args)]
+                assert [record.pk for record in query.records(*args)] == expected, args
+                assert query.count(*args) == len(expected)
+                assert query.exists(*args) == bool(expected)
+
+
+def test_compiled_records_carry_their_annotations() -> None:
+    result = result_on("annotated.example", extractor="wget")
+
+    def build(pk: int):
+        return ArchiveResult.objects.filter(pk=pk).annotate(name_length=Length("extractor"))
+
+    (record,) = prepared_records("test annotated", build, result.pk)
+    assert (record.pk, record.name_length) == (result.pk, 4)
+
+
+def test_a_query_whose_field_refuses_a_marker_is_left_to_the_orm() -> None:
+    result = result_on("refused.example")
+
+    def by_snapshot(snapshot_id):
+        return ArchiveResult.objects.filter(snapshot_id=snapshot_id)
+
+    assert PreparedQuery.compile(by_snapshot, (str,)) is None  # no UUID: the field refuses it
+    found = prepared_records("test by snapshot", by_snapshot, str(result.snapshot_id))
+    assert [record.pk for record in found] == [result.pk]
 
 
 def test_a_changed_setting_recompiles_the_claim(settings) -> None:
@@ -141,7 +192,10 @@ def test_a_record_loaded_by_its_compiled_pk_is_what_get_loads(
     }
     pk = records[model].pk
     expected = related_chain(model.objects.select_related(*related).get(pk=pk), related[0])
-    assert PkLoad.compile(model, related) is not None  # the compiled path, not the fallback
+    by_pk = PreparedQuery.compile(
+        lambda key: model.objects.select_related(*related).filter(pk=key), (type(pk),)
+    )
+    assert by_pk is not None  # the compiled path, not the fallback
     for _ in range(2):  # the first call compiles, the second reuses
         with django_assert_num_queries(1):
             loaded = record_by_pk(model, pk, related)
@@ -160,8 +214,8 @@ def test_a_missing_record_raises_does_not_exist() -> None:
         record_by_pk(Snapshot, "00000000-0000-0000-0000-00000000abcd", ("crawl",))
 
 
-def test_a_key_neither_integer_nor_uuid_is_loaded_by_the_orm() -> None:
-    assert PkLoad.compile(Session, ()) is None
+def test_a_text_key_is_compiled_too() -> None:
+    assert PreparedQuery.compile(lambda key: Session.objects.filter(pk=key), (str,)) is not None
     session = Session.objects.create(
         session_key="k" * 32, session_data="e30=", expire_date=timezone.now()
     )

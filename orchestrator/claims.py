@@ -137,9 +137,14 @@ def claim_companions(
     related: tuple[str, ...] = (),
     now: datetime | None = None,
 ) -> list[models.Model]:
-    """Claim the records of ``candidates`` that are claimable at ``now`` (default: the current
-    time), in claim order, to run one after the other after ``first``, which this actor holds
-    with a lease ending ``first.retry_at``; return them loaded with ``related``.
+    """Claim the records of ``candidates`` that are due at ``now`` (default: the current time),
+    in claim order, to run one after the other after ``first``, which this actor holds with a
+    lease ending ``first.retry_at``; return them loaded with ``related``.
+
+    Due, not claimable: what a model holds back from a claim (an archive result of a host that
+    runs as many as it may) was asked of ``first``, and the companions run in its place, one
+    after the other in this actor. Held back by the count ``first`` itself just made, they would
+    be claimed one by one by other actors later, each loading the page again.
 
     The lease of each ends at the end of the one before it plus ``lease_seconds`` of itself
     (the k-th: ``first.retry_at`` + the lease times of companions 1 to k). Each is taken by
@@ -151,7 +156,7 @@ def claim_companions(
         return []  # ``none()``: most records bring no companions; spare building the query
     now = now or timezone.now()
     fields = CLAIM_FIELDS + lease_fields
-    rows = _claimable(candidates, now, fields)
+    rows = candidates.due(now).claim_order().only(*fields)
     if connection.vendor == "postgresql":
         rows = rows.select_for_update(skip_locked=True, of=("self",))
     lease_end = first.retry_at

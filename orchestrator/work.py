@@ -66,7 +66,7 @@ def _result_lease(result) -> float:
 
 def _visit_companions(result: ArchiveResult) -> models.QuerySet:
     """The same snapshot's other results whose extractor shares the browser's visit, when
-    ``result``'s does (none otherwise); claims.claim_companions takes the claimable ones."""
+    ``result``'s does (none otherwise); claims.claim_companions takes the due ones."""
     sharing = [extractor.name for extractor in EXTRACTORS if extractor.shares_visit]
     if result.extractor not in sharing:
         return ArchiveResult.objects.none()

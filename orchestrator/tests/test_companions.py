@@ -33,6 +33,7 @@ from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot
 from core.tests.site import LiveSite
+from core.tests.test_hosts import result_on, snapshot_on
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from crawls.seeds import normalize_url
@@ -121,6 +122,31 @@ def test_one_claim_takes_the_visit_sharing_results_of_the_snapshot_with_leases_e
         assert stored.retry_at == result.retry_at
         assert stored.status == ResultStatus.QUEUED  # claiming leases; the tick transitions
     assert [r.extractor for r in claim()] == ["wget"]  # the three are held; wget is no companion
+
+
+def test_the_companions_share_the_place_their_first_takes_on_a_host_that_is_then_full(
+    settings,
+) -> None:
+    # The first one started makes its host full; its companions are the same visit of the
+    # same page, in the same actor, and take no place of their own. Left unclaimed, each would
+    # be claimed by another actor once the host has room, and load the page again.
+    settings.HOST_CONCURRENCY = 2
+    result_on("full.example", status=ResultStatus.STARTED, extractor="wget")  # another page
+    due_results(snapshot_on("full.example"), "screenshot", "pdf", "dom")
+    kind = results_kind()
+
+    claimed = claim_next_with_companions(
+        kind.model,
+        lease_seconds=kind.lease_seconds,
+        lease_fields=kind.lease_fields,
+        related=kind.related,
+        companions=kind.companions,
+        admit=kind.admit,
+    )
+
+    assert [r.extractor for r in claimed] == ["screenshot", "pdf", "dom"]
+    assert reloaded(claimed[0]).status == ResultStatus.STARTED  # admitted: the host's second
+    assert claim() == []  # and the host is full for anything else
 
 
 def test_the_companions_are_claimed_in_claim_order_whichever_result_comes_first() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Case, Count, Exists, F, OuterRef, Value, When
@@ -371,7 +373,7 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.missing = list(output.missing)
 
 
-def _waiting_for(snapshot_id, pattern: str) -> models.QuerySet:
+def _waiting_for(snapshot_id: uuid.UUID, pattern: str) -> models.QuerySet:
     """The results of snapshot ``snapshot_id`` that are not final and whose ``depends_on``
     holds ``pattern`` (``,<extractor>,``)."""
     return ArchiveResult.objects.active().filter(

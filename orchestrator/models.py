@@ -28,6 +28,12 @@ class WorkQuerySet(models.QuerySet):
         """Records not yet in a final state."""
         return self.filter(status__in=self.ACTIVE_STATES)
 
+    def only(self, *fields: str) -> WorkQuerySet:
+        """As Django's ``only()``, with the state always loaded: django-fsm reads it as it makes
+        each record (ConcurrentTransitionMixin), and a deferred state would be loaded by a query
+        of its own, one per record."""
+        return super().only(*fields, *({"status"} - set(fields)))
+
     def runnable(self) -> WorkQuerySet:
         """Active records that no hold pauses: the work still to do (none while the whole queue
         is held). Models narrow this further, starting from it.

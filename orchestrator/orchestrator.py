@@ -317,9 +317,7 @@ def _soonest_ahead(model: type[models.Model], now: datetime) -> datetime | None:
 
     def build(at: datetime) -> models.QuerySet:
         ahead = model.objects.runnable().filter(retry_at__gt=at)
-        # The state too: django-fsm reads it as each instance is made, and a deferred state
-        # would be loaded by a query of its own.
-        return ahead.order_by("retry_at").only("pk", "retry_at", "status")[:1]
+        return ahead.order_by("retry_at").only("pk", "retry_at")[:1]
 
     soonest = prepared_records(f"soonest ahead {model._meta.label}", build, now)
     return soonest[0].retry_at if soonest else None

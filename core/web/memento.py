@@ -129,7 +129,7 @@ def memento_headers(view):
         snapshot = (
             Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.SEALED)
             .with_captured_at()
-            .only("url", "start_ts", "created_at", "status")  # django-fsm reads the state
+            .only("url", "start_ts", "created_at")
             .first()
         )
         if snapshot is not None:

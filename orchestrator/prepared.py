@@ -34,7 +34,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import cached_property, partial
+from functools import cached_property
 
 from django.core.exceptions import ValidationError
 from django.core.signals import setting_changed
@@ -42,8 +42,8 @@ from django.db import connection, models
 from django.db.models.query import get_related_populators
 from django.dispatch import receiver
 
-# Two times no real record carries, compiled in turn to find where a time goes (the n-th
-# time argument of a query gets these n days later).
+# Two times no real record carries, compiled in turn to find where a time goes (a time that is
+# a query's argument number i gets them i days later).
 MARKERS = (
     datetime(2001, 2, 3, 4, 5, 6, 123457, tzinfo=UTC),
     datetime(2002, 3, 4, 5, 6, 7, 234568, tzinfo=UTC),
@@ -52,7 +52,7 @@ MARKERS = (
 Build = Callable[..., models.QuerySet]
 Adapter = Callable[[object], object]
 
-# (database vendor, what is compiled) -> the compiled query, or None where it cannot be.
+# (database vendor, key, argument types) -> the compiled query, or None where it cannot be.
 _compiled: dict[tuple, PreparedQuery | None] = {}
 
 
@@ -168,15 +168,12 @@ def prepared_exists(key: str, build: Build, *args) -> bool:
 
 
 def _prepared(key: str, build: Build, args: tuple) -> PreparedQuery | None:
+    """``build`` compiled for arguments of the types of ``args``, once per process and database
+    vendor under ``key``."""
     arg_types = tuple(type(arg) for arg in args)
-    return _compiled_once((key, arg_types), partial(PreparedQuery.compile, build, arg_types))
-
-
-def _compiled_once(key, make: Callable[[], PreparedQuery | None]):
-    """What ``make()`` compiles, made once per process and database vendor under ``key``."""
-    cache_key = (connection.vendor, key)
+    cache_key = (connection.vendor, key, arg_types)
     if cache_key not in _compiled:
-        _compiled[cache_key] = make()
+        _compiled[cache_key] = PreparedQuery.compile(build, arg_types)
     return _compiled[cache_key]
 
 
@@ -238,14 +235,15 @@ def _uuid_hex(value: uuid.UUID) -> str:
 def record_by_pk(model: type[models.Model], pk, related: tuple[str, ...] = ()) -> models.Model:
     """Return ``model.objects.select_related(*related).get(pk=pk)``, from SQL compiled once per
     process (or afresh when that cannot be done). Raises ``model.DoesNotExist``."""
-
-    def build(key):
-        return model.objects.select_related(*related).filter(pk=key)
-
-    found = prepared_records(f"{model._meta.label} by pk with {related}", build, pk)
+    found = prepared_records(f"{model._meta.label} by pk with {related}", by_pk(model, related), pk)
     if not found:
         raise model.DoesNotExist(f"{model._meta.object_name} {pk} does not exist")
     return found[0]
+
+
+def by_pk(model: type[models.Model], related: tuple[str, ...]) -> Build:
+    """The query ``record_by_pk`` compiles: ``model``'s record of a key, with ``related``."""
+    return lambda key: model.objects.select_related(*related).filter(pk=key)
 
 
 def _compiled_at(build: Build, args: tuple):

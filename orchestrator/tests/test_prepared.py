@@ -21,7 +21,7 @@ from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.tests.test_hosts import paused_host, result_on
 from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
 from orchestrator.orchestrator import _claimable_count, _soonest_ahead
-from orchestrator.prepared import PreparedQuery, prepared_records, record_by_pk
+from orchestrator.prepared import PreparedQuery, by_pk, prepared_records, record_by_pk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -192,10 +192,8 @@ def test_a_record_loaded_by_its_compiled_pk_is_what_get_loads(
     }
     pk = records[model].pk
     expected = related_chain(model.objects.select_related(*related).get(pk=pk), related[0])
-    by_pk = PreparedQuery.compile(
-        lambda key: model.objects.select_related(*related).filter(pk=key), (type(pk),)
-    )
-    assert by_pk is not None  # the compiled path, not the fallback
+    # the compiled path, not the fallback
+    assert PreparedQuery.compile(by_pk(model, related), (type(pk),)) is not None
     for _ in range(2):  # the first call compiles, the second reuses
         with django_assert_num_queries(1):
             loaded = record_by_pk(model, pk, related)

@@ -224,17 +224,15 @@ def capture_nearest(
     ``moment`` names its whole second, as a Wayback timestamp and an Accept-Datetime (RFC 7089
     §2.1.1, an HTTP date) do: a capture within that second is the one named (the earliest of
     several), even when a capture late in the second before is nearer the second's start.
-    Else the nearer of the last capture before that second and the first after it (three
-    queries at most).
+    Else the nearer of the last capture before that second and the first after it. Two
+    queries: the last capture before the second, and the first from its start on.
     """
     sealed = _snapshots(within).captures_of(url).filter(status=SnapshotStatus.SEALED)
     second = moment.replace(microsecond=0)
-    second_end = second + timedelta(seconds=1)
-    in_second = sealed.filter(captured_at__gte=second, captured_at__lt=second_end)
-    if named := in_second.order_by("captured_at", "pk").first():
-        return named
+    after = sealed.filter(captured_at__gte=second).order_by("captured_at", "pk").first()
+    if after is not None and after.captured_at < second + timedelta(seconds=1):
+        return after  # the first capture within the second it names
     before = sealed.filter(captured_at__lt=second).order_by("-captured_at", "pk").first()
-    after = sealed.filter(captured_at__gte=second_end).order_by("captured_at", "pk").first()
     if before is None or after is None:
         return before or after
     if after.captured_at - moment < moment - before.captured_at:

@@ -31,6 +31,7 @@ against 0.75 ms compiled each time, for a statement SQLite runs in 0.1 ms.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -41,6 +42,8 @@ from django.core.signals import setting_changed
 from django.db import connection, models
 from django.db.models.query import get_related_populators
 from django.dispatch import receiver
+
+logger = logging.getLogger(__name__)
 
 # Two times no real record carries, compiled in turn to find where a time goes (a time that is
 # a query's argument number i gets them i days later).
@@ -174,6 +177,8 @@ def _prepared(key: str, build: Build, args: tuple) -> PreparedQuery | None:
     cache_key = (connection.vendor, key, arg_types)
     if cache_key not in _compiled:
         _compiled[cache_key] = PreparedQuery.compile(build, arg_types)
+        if _compiled[cache_key] is None:
+            logger.debug("query %r is compiled afresh each time (see PreparedQuery.compile)", key)
     return _compiled[cache_key]
 
 

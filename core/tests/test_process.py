@@ -182,6 +182,70 @@ def test_env_is_added_to_the_inherited_environment(
     assert os.environ["VELLUM_OVERRIDDEN"] == "before"  # the caller's own environment is untouched
 
 
+# --- waiting for the end: pidfd, or Popen's polling where there is none --------------------------
+
+
+@pytest.fixture(params=["pidfd", "polling"])
+def waiting(request, monkeypatch: pytest.MonkeyPatch):
+    """Run the test with each way _wait learns that a command ended: Linux's pidfd (checked to
+    be the one used), and Popen.wait's polling, which serves where os.pidfd_open is missing or
+    refused."""
+    opened = []
+    if request.param == "polling":
+
+        def refused(pid: int) -> int:
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(process.os, "pidfd_open", refused, raising=False)
+    elif hasattr(os, "pidfd_open"):
+        real = os.pidfd_open
+        monkeypatch.setattr(process.os, "pidfd_open", lambda pid: opened.append(pid) or real(pid))
+    else:
+        pytest.skip("no os.pidfd_open on this system")
+    yield request.param
+    assert bool(opened) == (request.param == "pidfd")
+
+
+def test_a_command_that_ends_gives_its_exit_code(waiting: str, tmp_path: Path) -> None:
+    done = run_command(
+        python("import sys; sys.exit(3)"), cwd=tmp_path, timeout=TIMEOUT, log_path=tmp_path / "l"
+    )
+
+    assert done.exit_code == 3
+    assert not done.timed_out and not done.too_large
+
+
+def test_a_command_past_its_timeout_is_killed_with_its_helpers(
+    waiting: str, tmp_path: Path
+) -> None:
+    # A shell that forks a helper and waits for it: the whole group goes at the deadline.
+    code = """
+        import subprocess, sys
+        helper = subprocess.Popen(["sleep", "60"])
+        print(helper.pid, flush=True)
+        helper.wait()
+    """
+    started = time.monotonic()
+
+    done = run_command(
+        python(code), cwd=tmp_path, timeout=1, log_path=tmp_path / "l", capture_stdout=True
+    )
+
+    assert done.timed_out and done.exit_code is None
+    assert time.monotonic() - started < TIMEOUT
+    assert wait_until(lambda: not is_running(int(done.stdout)), 5), "the helper outlived it"
+
+
+def test_a_command_is_killed_when_the_actor_is_asked_to_stop(
+    waiting: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process, "cancel_requested", process.threading.Event())
+    process.cancel_requested.set()
+
+    with pytest.raises(process.CommandCancelled, match="stopped while running sleep"):
+        run_command(["sleep", "60"], cwd=tmp_path, timeout=TIMEOUT, log_path=tmp_path / "l")
+
+
 # --- dying with the parent ---------------------------------------------------------------------
 
 PARENT = """

@@ -1,7 +1,8 @@
 """One long-lived py-wacz process per Vellum process, for packaging snapshot after snapshot.
 
-Starting Python and importing py-wacz (with frictionless, which its validator loads) costs about
-a second; packaging and validating one snapshot's WACZ then takes some 50 ms. So the first job
+Starting Python and importing py-wacz costs about a quarter of a second (frictionless, which its
+full validate loads, is left until one is asked for); packaging and checking one snapshot's
+WACZ then takes some 50 ms. So the first job
 starts a worker that imports py-wacz once and runs job after job, each a list of py-wacz
 command lines (``wacz.main.main``) read as one JSON line on its stdin. Its own stdout carries
 only a "done" line per job; what py-wacz prints goes to two files the job names, which
@@ -43,7 +44,17 @@ NOISE_LINES = 20  # of what the worker printed outside py-wacz, kept to explain 
 # ``validate`` without frictionless's schema check of ``datapackage.json`` (core/folder/wacz.py
 # says when that is enough).
 _WORKER = """\
-import contextlib, io, json, os, sys, tempfile, traceback
+import contextlib, importlib, io, json, os, sys, tempfile, traceback, types
+# frictionless, a fifth of a second to import (as much as the rest of py-wacz), serves only
+# the full validate's schema check, which a job's check-contents leaves out: a stand-in holds
+# its place in sys.modules until the first call, which imports it.
+_later = types.ModuleType("frictionless")
+def _validate_later(*args, **kwargs):
+    if sys.modules.get("frictionless") is _later:
+        del sys.modules["frictionless"]
+    return importlib.import_module("frictionless").validate(*args, **kwargs)
+_later.validate = _validate_later
+sys.modules["frictionless"] = _later
 from wacz.main import main
 from wacz.util import WACZ_VERSION
 from wacz.validate import Validation

@@ -162,6 +162,10 @@ class Extractor:
     # Of the WARCs a snapshot's extractors write, replay plays those of the highest priority
     # first, and the others only for the URLs those lack (core/folder/wacz.py).
     replay_priority: ClassVar[int] = 0
+    # Modules ``run`` imports on first use rather than at the top, so that processes that never
+    # run it (the idle orchestrator above all) do not load them. A process imports them ahead,
+    # while it waits for its first commands (core/extractors/process.py ``preload``).
+    lazy_imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, credentials: Credentials | None = None) -> None:
         # The crawl's persona, decrypted, for this instance's runs: None when the crawl signs

@@ -14,6 +14,7 @@ from core.extractors.base import Extractor, ExtractorOutput, HasURL, ShownAs
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch
 from core.extractors.html_page import (
+    PAGE_IMPORTS,
     Page,
     get_page,
     output_from_fetch,
@@ -100,6 +101,7 @@ class FaviconExtractor(Extractor):
     name = "favicon"
     binaries = ("curl",)
     depends_on = ("wget",)  # when the profile runs wget: the page is read from its WARC
+    lazy_imports = PAGE_IMPORTS
     # No declared outputs: the icon is the site's own bytes, checked for existence only.
     shown_as = ShownAs.IMAGE
     index_image = "favicon"

@@ -228,6 +228,10 @@ def _warcio_version() -> str:
         return ""
 
 
+# What reading a page imports on first use (Extractor.lazy_imports): its parser and decoder.
+PAGE_IMPORTS = ("core.extractors.html_tree", "bs4.dammit")
+
+
 def decode_html(data: bytes, http_charset: str | None) -> str:
     """Decode an HTML body: byte order mark, then HTTP charset, then <meta> charset, then UTF-8.
 
@@ -318,6 +322,7 @@ class HtmlPageExtractor(Extractor):
 
     binaries = ("curl",)
     depends_on = ("wget",)  # when the profile runs wget: its WARC holds the page
+    lazy_imports = PAGE_IMPORTS
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Get ``snapshot``'s page and hand it to ``extract``; see the class docstring."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from core.extractors.base import ExtractorOutput, Format, Output
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
-from core.extractors.html_page import HtmlPageExtractor, Page, output_from_fetch
+from core.extractors.html_page import PAGE_IMPORTS, HtmlPageExtractor, Page, output_from_fetch
 
 OUTPUT_TXT = "output.txt"
 
@@ -19,6 +19,7 @@ class HtmlToTextExtractor(HtmlPageExtractor):
     reads_saved = True  # the page from wget's WARC
     outputs = (Output(OUTPUT_TXT, Format.UTF8),)
     search_text = OUTPUT_TXT  # the whole page's text: readability's article comes first
+    lazy_imports = (*PAGE_IMPORTS, "inscriptis")
 
     def extract(self, page: Page, result: FetchResult, out_dir: Path) -> ExtractorOutput:
         """Write output.txt into ``out_dir``; a page without any text is skipped."""

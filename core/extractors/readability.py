@@ -22,7 +22,13 @@ from core.extractors.base import ExtractorOutput, Format, HasURL, Output
 from core.extractors.dom import DOM_PATH
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult
-from core.extractors.html_page import HtmlPageExtractor, Page, decode_html, output_from_fetch
+from core.extractors.html_page import (
+    PAGE_IMPORTS,
+    HtmlPageExtractor,
+    Page,
+    decode_html,
+    output_from_fetch,
+)
 
 CONTENT_HTML = "content.html"
 CONTENT_TXT = "content.txt"
@@ -73,6 +79,7 @@ class ReadabilityExtractor(HtmlPageExtractor):
     name = "readability"  # binaries: curl, for the fetch when there is no saved DOM
     reads_saved = True  # the DOM the dom extractor saved
     depends_on = ("dom",)
+    lazy_imports = (*PAGE_IMPORTS, "core.extractors.article")
     outputs = (
         Output(ARTICLE_JSON, Format.JSON),
         Output(CONTENT_HTML, Format.UTF8),

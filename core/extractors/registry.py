@@ -18,6 +18,7 @@ from core.extractors.htmltotext import HtmlToTextExtractor
 from core.extractors.media import MediaExtractor
 from core.extractors.outlinks import OutlinksExtractor
 from core.extractors.pdf import PdfExtractor
+from core.extractors.process import preload
 from core.extractors.readability import ReadabilityExtractor
 from core.extractors.recording import RecordingExtractor
 from core.extractors.screenshot import ScreenshotExtractor
@@ -44,6 +45,19 @@ EXTRACTORS: tuple[Extractor, ...] = (
 BY_NAME = {extractor.name: extractor for extractor in EXTRACTORS}
 # Extractors whose runs leave the page's host alone (``Extractor.reads_saved``).
 READS_SAVED = frozenset(extractor.name for extractor in EXTRACTORS if extractor.reads_saved)
+
+
+# What the extractors a new snapshot runs import lazily is imported ahead, while this process
+# waits for its first commands (an actor: curl, wget), not on its way from one result to the
+# next. The idle orchestrator runs no command, and stays without them.
+preload(
+    dict.fromkeys(
+        module
+        for extractor in EXTRACTORS
+        if not settings.EXTRACTORS or extractor.name in settings.EXTRACTORS
+        for module in extractor.lazy_imports
+    )
+)
 
 
 def get_extractor(name: str) -> Extractor:

@@ -113,6 +113,7 @@ class ChromiumExtractor(Extractor):
     binaries = ("chromium",)
     takes_arguments: ClassVar[bool] = False
     shares_visit: ClassVar[bool] = True
+    lazy_imports: ClassVar[tuple[str, ...]] = ("playwright.sync_api",)
 
     def run(self, snapshot: HasURL, out_dir: Path) -> ExtractorOutput:
         """Load the page and capture it; see the module docstring.

@@ -119,7 +119,13 @@ def claim_next_with_companions(
         return []
     # Candidates that may be refused are read under the write lock too: what the claim's
     # filter counts then stays true until the admission, which refuses only what the filter
-    # cannot know (a crawl's own limit or delay).
+    # cannot know (a crawl's own limit or delay). But first without it: a ping wakes every
+    # idle actor of its kind and one of them takes the work, so half the claims of a batch
+    # found nothing, each after waiting for SQLite's write lock and making every writer wait
+    # meanwhile. Work that becomes due after this read pings this actor's listener, which
+    # holds the wake-up until it next waits (orchestrator/wakeups.py).
+    if not _candidates(model, fields, now, CANDIDATES_PER_CLAIM):
+        return []
     with transaction.atomic():
         for candidate in _candidates(model, fields, now, CANDIDATES_PER_CLAIM):
             lease_end = now + timedelta(seconds=lease_seconds(candidate))

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -83,7 +84,8 @@ def due_results(snapshot: Snapshot, *names: str, **fields) -> dict[str, ArchiveR
     }
 
 
-def claim(kind: WorkType | None = None, **overrides) -> list[ArchiveResult]:
+def claim(kind: WorkType | None = None, *, admit: bool = False, **overrides) -> list[ArchiveResult]:
+    """Claim as ``kind``'s actor does (results by default), with its admission if ``admit``."""
     kind = kind or results_kind()
     return claim_next_with_companions(
         kind.model,
@@ -91,6 +93,7 @@ def claim(kind: WorkType | None = None, **overrides) -> list[ArchiveResult]:
         lease_fields=kind.lease_fields,
         related=kind.related,
         companions=kind.companions,
+        admit=kind.admit if admit else None,
     )
 
 
@@ -133,20 +136,31 @@ def test_the_companions_share_the_place_their_first_takes_on_a_host_that_is_then
     settings.HOST_CONCURRENCY = 2
     result_on("full.example", status=ResultStatus.STARTED, extractor="wget")  # another page
     due_results(snapshot_on("full.example"), "screenshot", "pdf", "dom")
-    kind = results_kind()
 
-    claimed = claim_next_with_companions(
-        kind.model,
-        lease_seconds=kind.lease_seconds,
-        lease_fields=kind.lease_fields,
-        related=kind.related,
-        companions=kind.companions,
-        admit=kind.admit,
-    )
+    claimed = claim(admit=True)
 
     assert [r.extractor for r in claimed] == ["screenshot", "pdf", "dom"]
     assert reloaded(claimed[0]).status == ResultStatus.STARTED  # admitted: the host's second
     assert claim() == []  # and the host is full for anything else
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's database-wide write lock")
+def test_a_claim_that_finds_nothing_due_leaves_the_write_lock_alone() -> None:
+    # A ping wakes every idle actor and one takes the work: the others, finding nothing, must
+    # not queue for the write lock to learn it (and make every writer wait meanwhile).
+    result_on("busy.example", status=ResultStatus.STARTED, extractor="wget")  # nothing due
+    writer = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another actor, recording a result
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA busy_timeout = 0")  # a wait for the lock fails at once
+        claimed = claim(admit=True)
+    finally:
+        writer.rollback()
+        writer.close()
+        connection.close()  # the next query reconnects with the configured busy timeout
+
+    assert claimed == []
 
 
 def test_the_companions_are_claimed_in_claim_order_whichever_result_comes_first() -> None:

@@ -53,13 +53,16 @@ class Actor:
 
     def initialize(self) -> None:
         """Listen for wake-ups of this kind (before the first claim: a ping that comes while
-        it claims is not lost), install the signal handlers and say hello in the log."""
+        it claims is not lost), install the signal handlers, run the kind's ``prepare`` and
+        say hello in the log."""
         try:
             self.listener = Listener(self.kind.name)
         except OSError as error:
             logger.warning("actor %s cannot listen for wake-ups (%s)", self.kind.name, error)
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
+        if self.kind.prepare is not None:
+            self.kind.prepare()
         logger.info("actor %s started (pid %d)", self.kind.name, os.getpid())
 
     def _on_interrupt(self, signum, frame) -> None:

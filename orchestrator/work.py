@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import models
 
-from core.extractors.registry import EXTRACTORS, get_extractor
+from core.extractors.process import preload
+from core.extractors.registry import EXTRACTORS, get_extractor, profile_lazy_imports
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.services.copies import copy_tick
 from core.services.crawls import crawl_tick
@@ -43,6 +44,8 @@ class WorkType:
     # Asked in the claim's transaction whether the claimed record may start (claims.py);
     # None: every claim stands.
     admit: Callable[[models.Model], bool] | None = None
+    # Run once as an actor of this kind starts, before its first claim (None: nothing).
+    prepare: Callable[[], None] | None = None
 
     @property
     def concurrency(self) -> int:
@@ -75,6 +78,13 @@ def _visit_companions(result: ArchiveResult) -> models.QuerySet:
     ).exclude(pk=result.pk)
 
 
+def _preload_extractors() -> None:
+    """Have a result actor import what its extractors import on first use while it waits for
+    its first commands (curl, wget), not on its way from one result to the next (process.py
+    ``preload``). The orchestrator, which forks it, never loads them."""
+    preload(profile_lazy_imports())
+
+
 def work_types() -> dict[str, WorkType]:
     """Return every kind of work by name, in the order the orchestrator spawns them."""
     kinds = [
@@ -89,6 +99,7 @@ def work_types() -> dict[str, WorkType]:
             companions=_visit_companions,
             companion_tick=lambda r: result_tick(result=r, keeps_host_slot=True),
             admit=lambda r: result_admit(result=r),
+            prepare=_preload_extractors,
         ),
         WorkType(
             "storagecopy", StorageCopy, lambda c: copy_tick(copy=c), _copy_lease,

@@ -163,8 +163,8 @@ class Extractor:
     # first, and the others only for the URLs those lack (core/folder/wacz.py).
     replay_priority: ClassVar[int] = 0
     # Modules ``run`` imports on first use rather than at the top, so that processes that never
-    # run it (the idle orchestrator above all) do not load them. A process imports them ahead,
-    # while it waits for its first commands (core/extractors/process.py ``preload``).
+    # run it (the idle orchestrator above all) do not load them. A result actor imports them
+    # ahead, while it waits for its first commands (orchestrator/work.py, process.py ``preload``).
     lazy_imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, credentials: Credentials | None = None) -> None:

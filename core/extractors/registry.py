@@ -18,7 +18,6 @@ from core.extractors.htmltotext import HtmlToTextExtractor
 from core.extractors.media import MediaExtractor
 from core.extractors.outlinks import OutlinksExtractor
 from core.extractors.pdf import PdfExtractor
-from core.extractors.process import preload
 from core.extractors.readability import ReadabilityExtractor
 from core.extractors.recording import RecordingExtractor
 from core.extractors.screenshot import ScreenshotExtractor
@@ -47,19 +46,6 @@ BY_NAME = {extractor.name: extractor for extractor in EXTRACTORS}
 READS_SAVED = frozenset(extractor.name for extractor in EXTRACTORS if extractor.reads_saved)
 
 
-# What the extractors a new snapshot runs import lazily is imported ahead, while this process
-# waits for its first commands (an actor: curl, wget), not on its way from one result to the
-# next. The idle orchestrator runs no command, and stays without them.
-preload(
-    dict.fromkeys(
-        module
-        for extractor in EXTRACTORS
-        if not settings.EXTRACTORS or extractor.name in settings.EXTRACTORS
-        for module in extractor.lazy_imports
-    )
-)
-
-
 def get_extractor(name: str) -> Extractor:
     """Return the registered extractor called ``name``; raise KeyError naming the known ones."""
     try:
@@ -79,3 +65,11 @@ def default_profile() -> list[str]:
     for name in wanted:
         get_extractor(name)
     return [name for name in BY_NAME if name in wanted]
+
+
+def profile_lazy_imports() -> list[str]:
+    """The modules the extractors of ``default_profile()`` import on first use
+    (``Extractor.lazy_imports``), each once, in profile order."""
+    return list(
+        dict.fromkeys(module for name in default_profile() for module in BY_NAME[name].lazy_imports)
+    )

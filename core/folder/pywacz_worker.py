@@ -2,11 +2,10 @@
 
 Starting Python and importing py-wacz costs about a quarter of a second (frictionless, which its
 full validate loads, is left until one is asked for); packaging and checking one snapshot's
-WACZ then takes some 50 ms. So the first job
-starts a worker that imports py-wacz once and runs job after job, each a list of py-wacz
-command lines (``wacz.main.main``) read as one JSON line on its stdin. Its own stdout carries
-only a "done" line per job; what py-wacz prints goes to two files the job names, which
-core/folder/wacz.py reads as it would a one-off process's output.
+WACZ then takes some 50 ms. So the first job starts a worker that imports py-wacz once and runs
+job after job, each a list of py-wacz command lines (``wacz.main.main``) read as one JSON line
+on its stdin. Its own stdout carries only a "done" line per job; what py-wacz prints goes to
+two files the job names, which core/folder/wacz.py reads as it would a one-off process's output.
 
 Like every tool Vellum runs, the worker is in its own process group, dies with its parent
 (``setpriv --pdeathsig KILL``), and is killed, group and all, when a job runs past its timeout

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import models
 
-from core.extractors.process import preload
+from core.extractors.preloading import preload
 from core.extractors.registry import EXTRACTORS, get_extractor, profile_lazy_imports
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.services.copies import copy_tick
@@ -79,9 +79,9 @@ def _visit_companions(result: ArchiveResult) -> models.QuerySet:
 
 
 def _preload_extractors() -> None:
-    """Have a result actor import what its extractors import on first use while it waits for
-    its first commands (curl, wget), not on its way from one result to the next (process.py
-    ``preload``). The orchestrator, which forks it, never loads them."""
+    """Have a result actor import what its extractors import on first use in a thread of its
+    own from its first command on, not on its way from one result to the next (core/
+    extractors/preloading.py). The orchestrator, which forks it, never loads them."""
     preload(profile_lazy_imports())
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import importlib
 import logging
 import os
 import select
@@ -25,11 +24,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
 
+from core.extractors import preloading
 from core.extractors.addresses import Refusal
 from core.extractors.egress import EgressProxy
 from core.extractors.redaction import redact_command
@@ -39,8 +39,6 @@ cancel_requested = threading.Event()
 
 logger = logging.getLogger(__name__)
 _shutdown_hooks: list[Callable[[], None]] = []
-# Modules to import while a command runs (``preload``), first queued first.
-_preloads: list[str] = []
 
 POLL_SECONDS = 0.1
 MAX_CAPTURE_BYTES = 1024 * 1024
@@ -133,6 +131,7 @@ def run_command(
             # The C locale: wget's messages, which its log reader matches, read the same anywhere.
             env={**os.environ, "LC_ALL": "C", **proxy.environment(), **(env or {})},
         )
+        preloading.start()  # what the actor's extractors import later, while it only waits
         stopped = _wait(process, timeout, limit, tool=cmd[0])
         captured.seek(0)
         stdout = captured.read(MAX_CAPTURE_BYTES) if capture_stdout else b""
@@ -168,7 +167,6 @@ def _wait(
     """Wait for ``process``; kill its group on timeout, excess output or cancel; say why."""
     deadline = time.monotonic() + timeout
     with _exit_watch(process) as exited:
-        _preload_while_running(exited)
         while True:
             if exited(POLL_SECONDS):
                 process.wait()
@@ -204,28 +202,6 @@ def _popen_exited(process: subprocess.Popen, seconds: float) -> bool:
         return True
     except subprocess.TimeoutExpired:
         return False
-
-
-def preload(modules: Iterable[str]) -> None:
-    """Queue ``modules`` (dotted names) to be imported in this process while it waits for a
-    command, one at a time and only while the command still runs, each once.
-
-    An actor imports what its extractors import lazily (``Extractor.lazy_imports``) when it
-    first runs them, on the way from one result to the next: for one URL, title and favicon
-    each spent some 60 ms importing BeautifulSoup and lxml after wget, while their actors had
-    waited idle for curl and wget. A module that fails to import is left to its extractor,
-    which meets the same error and reports it.
-    """
-    _preloads.extend(modules)
-
-
-def _preload_while_running(exited: Callable[[float], bool]) -> None:
-    while _preloads and not exited(0):
-        name = _preloads.pop(0)
-        try:
-            importlib.import_module(name)
-        except Exception as error:  # its extractor meets and reports the same error
-            logger.debug("preloading %s: %s", name, error)
 
 
 def _stop_reason(

@@ -246,26 +246,7 @@ def test_a_command_is_killed_when_the_actor_is_asked_to_stop(
         run_command(["sleep", "60"], cwd=tmp_path, timeout=TIMEOUT, log_path=tmp_path / "l")
 
 
-# --- preloading while a command runs ------------------------------------------------------------
-
-
-def test_queued_modules_are_imported_while_a_command_runs_and_a_broken_one_is_passed_over(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
-) -> None:
-    (tmp_path / "vellum_preload_probe.py").write_text("IMPORTED = True\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "vellum_preload_probe", raising=False)
-    monkeypatch.setattr(process, "_preloads", [])
-    process.preload(["vellum_preload_missing", "vellum_preload_probe"])
-
-    with caplog.at_level("DEBUG", logger=process.__name__):
-        done = run_command(["sleep", "1"], cwd=tmp_path, timeout=TIMEOUT, log_path=tmp_path / "l")
-
-    assert done.exit_code == 0
-    assert sys.modules["vellum_preload_probe"].IMPORTED
-    assert process._preloads == []
-    assert "preloading vellum_preload_missing" in caplog.text
-    monkeypatch.delitem(sys.modules, "vellum_preload_probe")
+# --- what the extractors import lazily -----------------------------------------------------------
 
 
 def test_every_extractors_lazy_imports_can_be_imported() -> None:

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from core.extractors import process
+from core.extractors import preloading
 from core.extractors.registry import profile_lazy_imports
 from orchestrator.actor import Actor
 from orchestrator.work import work_types
@@ -40,19 +40,19 @@ def test_a_result_actor_queues_its_extractors_lazy_imports_as_it_starts(
     settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.EXTRACTORS = ["headers", "wget", "title"]
-    monkeypatch.setattr(process, "_preloads", [])
+    monkeypatch.setattr(preloading, "_queue", [])
 
     start_and_stop(Actor(work_types()["archiveresult"], idle_exit=0))
 
-    assert process._preloads == ["core.extractors.html_tree", "bs4.dammit"]
+    assert preloading._queue == ["core.extractors.html_tree", "bs4.dammit"]
 
 
 def test_the_other_actors_prepare_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(process, "_preloads", [])
+    monkeypatch.setattr(preloading, "_queue", [])
     kinds = work_types()
 
     for name in ("crawl", "snapshot", "storagecopy"):
         assert kinds[name].prepare is None
         start_and_stop(Actor(kinds[name], idle_exit=0))
 
-    assert process._preloads == []
+    assert preloading._queue == []

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from orchestrator.prepared import prepared_records, record_by_pk
+from orchestrator.prepared import compile_ahead, compile_by_pk, prepared_records, record_by_pk
 
 CANDIDATES_PER_CLAIM = 5
 CLAIM_FIELDS = ("pk", "retry_at", "status")
@@ -233,6 +233,13 @@ def _candidates(
     ``fields`` loaded; on PostgreSQL with ``skip_locked``, locked ``FOR UPDATE SKIP LOCKED``
     (run it in a transaction). Compiled once per process (orchestrator/prepared.py): it is
     the statement every claim runs."""
+    return prepared_records(*_candidates_query(model, fields, limit, skip_locked), now)
+
+
+def _candidates_query(
+    model: type[models.Model], fields: tuple[str, ...], limit: int, skip_locked: bool
+) -> tuple[str, Callable[[datetime], models.QuerySet]]:
+    """The key and build of ``_candidates``'s statement."""
 
     def build(at: datetime) -> models.QuerySet:
         candidates = _claimable(model.objects.all(), at, fields)
@@ -240,8 +247,26 @@ def _candidates(
             candidates = candidates.select_for_update(skip_locked=True, of=("self",))
         return candidates[:limit]
 
-    key = f"claim {model._meta.label} {','.join(fields)} {limit} {skip_locked}"
-    return prepared_records(key, build, now)
+    return f"claim {model._meta.label} {','.join(fields)} {limit} {skip_locked}", build
+
+
+def compile_claims(
+    model: type[models.Model],
+    *,
+    lease_fields: tuple[str, ...] = (),
+    related: tuple[str, ...] = (),
+    admitted: bool = False,
+) -> None:
+    """Compile ahead the statements a claim of ``model`` runs on this database (its
+    candidates, and the load of the record won), as ``claim_next_with_companions`` would with
+    these arguments (``admitted``: with an ``admit``), without running them."""
+    fields = CLAIM_FIELDS + lease_fields
+    if connection.vendor == "postgresql":
+        limit = CANDIDATES_PER_CLAIM if admitted else 1
+        compile_ahead(*_candidates_query(model, fields, limit, True), (datetime,))
+    else:
+        compile_ahead(*_candidates_query(model, fields, CANDIDATES_PER_CLAIM, False), (datetime,))
+    compile_by_pk(model, related)
 
 
 def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:

@@ -66,6 +66,7 @@ class Orchestrator:
         self.last_wake: Wake | None = None  # what ended the last wait between ticks
         self.next_retry_at: datetime | None = None  # the soonest retry_at ahead (last tick)
         self.spawned = 0
+        self.compiled: set[str] = set()  # kinds whose statements this process compiled
         self.crashed = 0
         self.disk_held = False
         self.shutting_down = False  # set once shutdown() signals the actors
@@ -242,7 +243,11 @@ class Orchestrator:
 
     def spawn(self, name: str) -> BaseProcess:
         """Fork one actor of kind ``name`` (orchestrator/forking.py); it logs to
-        logs/actors.log."""
+        logs/actors.log. Before the first, compile what actors of that kind run, which each
+        then inherits (``WorkType.compile_statements``)."""
+        if name not in self.compiled:
+            self.kinds[name].compile_statements()
+            self.compiled.add(name)
         process = start_actor(name)
         self.actors[name].append(process)
         self.spawned += 1

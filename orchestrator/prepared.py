@@ -27,6 +27,10 @@ internals of Django (pinned in requirements.txt), checked by the tests against w
 loads. ``record_by_pk``, the load of a record just claimed (``select_related(...).get(pk=...)``,
 80 columns for an archive result with its snapshot and crawl), takes 0.27 ms compiled once
 against 0.75 ms compiled each time, for a statement SQLite runs in 0.1 ms.
+
+The orchestrator compiles what an actor will run before it forks the first actor of its kind
+(``compile_ahead``; a ``Statement`` names the kinds of actor that run it), and every actor
+forked afterwards inherits it compiled.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from functools import cached_property
 
 from django.core.exceptions import ValidationError
 from django.core.signals import setting_changed
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.db.models.query import get_related_populators
 from django.dispatch import receiver
 
@@ -53,10 +57,13 @@ MARKERS = (
 )
 
 Build = Callable[..., models.QuerySet]
+# The Python type of a primary key's value, by its field's internal type (str for the others).
+PK_TYPES = {"AutoField": int, "BigAutoField": int, "SmallAutoField": int, "UUIDField": uuid.UUID}
 Adapter = Callable[[object], object]
 
 # (database vendor, key, argument types) -> the compiled query, or None where it cannot be.
 _compiled: dict[tuple, PreparedQuery | None] = {}
+_declared: list[Statement] = []  # every Statement made, in the order their modules made them
 
 
 class PreparedQuery:
@@ -154,26 +161,81 @@ class PreparedQuery:
 def prepared_records(key: str, build: Build, *args) -> list[models.Model]:
     """Return the records of ``build(*args)``, from SQL compiled once per process under
     ``key`` (a name for what ``build`` selects), or compiled afresh when that cannot be done."""
-    query = _prepared(key, build, args)
+    query = _prepared(key, build, _types(args))
     return list(build(*args)) if query is None else query.records(*args)
 
 
 def prepared_count(key: str, build: Build, *args) -> int:
     """Return ``build(*args).count()``, from SQL compiled once per process under ``key``."""
-    query = _prepared(key, build, args)
+    query = _prepared(key, build, _types(args))
     return build(*args).count() if query is None else query.count(*args)
 
 
 def prepared_exists(key: str, build: Build, *args) -> bool:
     """Return ``build(*args).exists()``, from SQL compiled once per process under ``key``."""
-    query = _prepared(key, build, args)
+    query = _prepared(key, build, _types(args))
     return build(*args).exists() if query is None else query.exists(*args)
 
 
-def _prepared(key: str, build: Build, args: tuple) -> PreparedQuery | None:
-    """``build`` compiled for arguments of the types of ``args``, once per process and database
-    vendor under ``key``."""
-    arg_types = tuple(type(arg) for arg in args)
+def compile_ahead(key: str, build: Build, arg_types: tuple[type, ...]) -> None:
+    """Compile ``build`` under ``key`` for arguments of ``arg_types`` now, as a later
+    ``prepared_*`` call with such arguments would, without running it.
+
+    The orchestrator compiles what an actor runs before it forks the actor (orchestrator/
+    work.py): each actor forked afterwards starts with it compiled rather than compiling it
+    on its first claim, some 30 ms for an archive result's statements, part of them under
+    SQLite's write lock, where every other actor's claim waited for it.
+    """
+    # Django compiles FOR UPDATE only in a transaction, where the database has it: on
+    # PostgreSQL, whose transaction sends nothing until a statement runs. SQLite has none, and
+    # its transaction would take the write lock (IMMEDIATE, archive/settings.py).
+    if connection.features.has_select_for_update:
+        with transaction.atomic():
+            _prepared(key, build, arg_types)
+    else:
+        _prepared(key, build, arg_types)
+
+
+class Statement:
+    """A query declared once, where it is used: its key, ``build``, the types of its arguments
+    and the kinds of actor that run it (``compile_declared``)."""
+
+    def __init__(
+        self, key: str, build: Build, arg_types: tuple[type, ...], *, actors: tuple[str, ...]
+    ):
+        self.key = key
+        self.build = build
+        self.arg_types = arg_types
+        self.actors = actors
+        _declared.append(self)
+
+    def records(self, *args) -> list[models.Model]:
+        """The records of ``build(*args)`` (``prepared_records``)."""
+        return prepared_records(self.key, self.build, *args)
+
+    def count(self, *args) -> int:
+        """``build(*args).count()`` (``prepared_count``)."""
+        return prepared_count(self.key, self.build, *args)
+
+    def exists(self, *args) -> bool:
+        """``build(*args).exists()`` (``prepared_exists``)."""
+        return prepared_exists(self.key, self.build, *args)
+
+
+def compile_declared(actor_kind: str) -> None:
+    """Compile every ``Statement`` that actors of ``actor_kind`` run (``compile_ahead``)."""
+    for statement in _declared:
+        if actor_kind in statement.actors:
+            compile_ahead(statement.key, statement.build, statement.arg_types)
+
+
+def _types(args: tuple) -> tuple[type, ...]:
+    return tuple(type(arg) for arg in args)
+
+
+def _prepared(key: str, build: Build, arg_types: tuple[type, ...]) -> PreparedQuery | None:
+    """``build`` compiled for arguments of ``arg_types``, once per process and database vendor
+    under ``key``."""
     cache_key = (connection.vendor, key, arg_types)
     if cache_key not in _compiled:
         _compiled[cache_key] = PreparedQuery.compile(build, arg_types)
@@ -240,10 +302,20 @@ def _uuid_hex(value: uuid.UUID) -> str:
 def record_by_pk(model: type[models.Model], pk, related: tuple[str, ...] = ()) -> models.Model:
     """Return ``model.objects.select_related(*related).get(pk=pk)``, from SQL compiled once per
     process (or afresh when that cannot be done). Raises ``model.DoesNotExist``."""
-    found = prepared_records(f"{model._meta.label} by pk with {related}", by_pk(model, related), pk)
+    found = prepared_records(_by_pk_key(model, related), by_pk(model, related), pk)
     if not found:
         raise model.DoesNotExist(f"{model._meta.object_name} {pk} does not exist")
     return found[0]
+
+
+def compile_by_pk(model: type[models.Model], related: tuple[str, ...] = ()) -> None:
+    """Compile ``record_by_pk(model, pk, related)`` ahead (``compile_ahead``)."""
+    pk_type = PK_TYPES.get(model._meta.pk.get_internal_type(), str)
+    compile_ahead(_by_pk_key(model, related), by_pk(model, related), (pk_type,))
+
+
+def _by_pk_key(model: type[models.Model], related: tuple[str, ...]) -> str:
+    return f"{model._meta.label} by pk with {related}"
 
 
 def by_pk(model: type[models.Model], related: tuple[str, ...]) -> Build:

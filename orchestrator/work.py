@@ -23,6 +23,8 @@ from core.services.crawls import crawl_tick
 from core.services.results import result_admit, result_tick
 from core.services.snapshots import snapshot_tick
 from crawls.models import Crawl
+from orchestrator.claims import compile_claims
+from orchestrator.prepared import compile_declared
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,18 @@ class WorkType:
     def concurrency(self) -> int:
         """Most actors of this kind at once (from settings, e.g. ACTORS_SNAPSHOT)."""
         return getattr(settings, self.concurrency_setting)
+
+    def compile_statements(self) -> None:
+        """Compile what this kind's actors run on each claim and tick (orchestrator/
+        prepared.py): the orchestrator does so before it forks the first of them, so that
+        each starts with it compiled (``compile_ahead``)."""
+        compile_claims(
+            self.model,
+            lease_fields=self.lease_fields,
+            related=self.related,
+            admitted=self.admit is not None,
+        )
+        compile_declared(self.name)
 
 
 def _fixed_lease(_record) -> float:

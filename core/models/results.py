@@ -18,7 +18,7 @@ from core.models.hosts import Host
 from core.models.snapshots import Snapshot
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.models import WorkItem, WorkQuerySet
-from orchestrator.prepared import prepared_exists
+from orchestrator.prepared import Statement
 from orchestrator.wakeups import notify_due
 
 STOPPED_PREFIX = "stopped: "  # the reason of a result skipped because a blocking step failed
@@ -195,7 +195,7 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
     def unblocks_others(self) -> bool:
         """True when a result of the same snapshot that is not final waits for this one."""
         waiting = f",{self.extractor},"
-        return prepared_exists("results waiting for one", _waiting_for, self.snapshot_id, waiting)
+        return WAITING_FOR_ONE.exists(self.snapshot_id, waiting)
 
     @property
     def waits_for(self) -> list[str]:
@@ -379,3 +379,9 @@ def _waiting_for(snapshot_id: uuid.UUID, pattern: str) -> models.QuerySet:
     return ArchiveResult.objects.active().filter(
         snapshot_id=snapshot_id, depends_on__contains=pattern
     )
+
+
+# Run by the result actors as each result ends (``unblocks_others``).
+WAITING_FOR_ONE = Statement(
+    "results waiting for one", _waiting_for, (uuid.UUID, str), actors=("archiveresult",)
+)

@@ -21,7 +21,7 @@ from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.models import visible_filter
 from orchestrator.diskguard import disk_held
 from orchestrator.models import WorkItem, WorkQuerySet
-from orchestrator.prepared import prepared_exists
+from orchestrator.prepared import Statement
 
 if TYPE_CHECKING:
     from core.models.results import ArchiveResult
@@ -219,7 +219,7 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
 
     def all_results_final(self) -> bool:
         """True when every ArchiveResult of this snapshot is succeeded, failed or skipped."""
-        return not prepared_exists("active results of a snapshot", _active_results, self.pk)
+        return not ACTIVE_RESULTS.exists(self.pk)
 
     def failed_blocking_result(self) -> ArchiveResult | None:
         """The first failed result of a blocking step of this snapshot, or None."""
@@ -357,3 +357,12 @@ def _active_results(snapshot_id: uuid.UUID) -> models.QuerySet:
     """The results of snapshot ``snapshot_id`` that are not final."""
     results = Snapshot.results.rel.related_model  # ArchiveResult, whose module imports this one
     return results.objects.active().filter(snapshot_id=snapshot_id)
+
+
+# Run by the snapshot actors, and by the result actors as each result ends.
+ACTIVE_RESULTS = Statement(
+    "active results of a snapshot",
+    _active_results,
+    (uuid.UUID,),
+    actors=("snapshot", "archiveresult"),
+)

@@ -1,4 +1,5 @@
-"""The kinds of work (orchestrator/work.py): what an actor of each kind prepares as it starts."""
+"""The kinds of work (orchestrator/work.py): what an actor of each kind prepares as it starts,
+and what the orchestrator compiles for it before forking it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,13 @@ import pytest
 
 from core.extractors import preloading
 from core.extractors.registry import profile_lazy_imports
+from core.services.crawls import crawl_create
+from crawls.choices import CrawlStatus
+from crawls.models import Crawl
+from orchestrator import prepared
 from orchestrator.actor import Actor
-from orchestrator.work import work_types
+from orchestrator.orchestrator import Orchestrator
+from orchestrator.work import WorkType, work_types
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,3 +62,74 @@ def test_the_other_actors_prepare_nothing(monkeypatch: pytest.MonkeyPatch) -> No
         start_and_stop(Actor(kinds[name], idle_exit=0))
 
     assert preloading._queue == []
+
+
+def run_actors_until_sealed(crawl: Crawl, caches: dict[str, dict]) -> Crawl:
+    """Tick an actor of each kind in turn, each until nothing of its kind is due and with the
+    compiled statements of ``caches[kind]`` as its process's own, until ``crawl`` is sealed;
+    return it. Raises AssertionError when 20 rounds do not seal it."""
+    kinds = work_types()
+    actors = {name: Actor(kinds[name], idle_exit=0) for name in caches}
+    for _ in range(20):
+        crawl.refresh_from_db()
+        if crawl.status == CrawlStatus.SEALED:
+            return crawl
+        for name, actor in actors.items():
+            prepared._compiled = caches[name]
+            while actor.tick():
+                pass
+    raise AssertionError(f"crawl {crawl.pk} did not finish: {crawl.status}")
+
+
+@pytest.mark.usefixtures("data_dir")
+def test_actors_find_every_statement_they_run_compiled_by_the_orchestrator(
+    live_site, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an actor compiled itself on its first claim, some of it under SQLite's write lock,
+    the orchestrator compiles before forking it: a statement left out of its kind's would be
+    compiled by every actor of that kind again, and show here."""
+    settings.EXTRACTORS = ["headers", "title"]
+    caches = {}
+    for name, kind in work_types().items():
+        monkeypatch.setattr(prepared, "_compiled", {})  # as an orchestrator that forks one kind
+        kind.compile_statements()
+        caches[name] = prepared._compiled
+    compiled_ahead = {name: set(cache) for name, cache in caches.items()}
+
+    crawl = crawl_create(data=f"{live_site.url('/')}\n".encode(), source_name="urls.txt")
+    crawl = run_actors_until_sealed(crawl, caches)
+
+    assert sorted(crawl.report["results"].items()) == [("succeeded", 2)]
+    compiled_late = {name: set(cache) - compiled_ahead[name] for name, cache in caches.items()}
+    assert compiled_late == {name: set() for name in caches}
+    result_statements = {key for _vendor, key, _types in compiled_ahead["archiveresult"]}
+    assert result_statements >= {
+        "host by name, locked",
+        "results running on a host",
+        "results waiting for one",
+        "active results of a snapshot",
+    }
+
+
+def test_the_orchestrator_compiles_a_kind_before_its_first_actor_only(
+    settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.ACTOR_IDLE_EXIT = 0.1  # the actors find nothing due and leave
+    compiled = []
+    compile_statements = WorkType.compile_statements
+
+    def recording(kind: WorkType) -> None:
+        compiled.append(kind.name)
+        compile_statements(kind)
+
+    monkeypatch.setattr(WorkType, "compile_statements", recording)
+    orchestrator = Orchestrator()
+    try:
+        for name in ("snapshot", "archiveresult", "archiveresult", "snapshot"):
+            orchestrator.spawn(name)
+    finally:
+        orchestrator.shutdown()
+
+    assert compiled == ["snapshot", "archiveresult"]
+    assert orchestrator.spawned == 4
+    assert orchestrator.crashed == 0

@@ -12,7 +12,6 @@ import json
 import os
 from pathlib import Path
 
-from croniter import croniter
 from django.core.exceptions import ImproperlyConfigured
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -28,16 +27,25 @@ def env_str(name: str, default: str) -> str:
 
 def is_cron(expression: str) -> bool:
     """Whether ``expression`` is five cron fields (minute hour day-of-month month day-of-week)
-    that croniter can read, the one cron reader of both the settings and crawl schedules."""
+    that croniter can read, the one cron reader of both the settings and crawl schedules.
+
+    croniter is imported here, on first use: importing it runs ``file`` on the Python binary
+    (its 32-bit check, ``platform.architecture()``), some 15 ms of every command's start-up
+    when it was imported with the settings."""
+    from croniter import croniter
+
     return len(expression.split()) == 5 and croniter.is_valid(expression)
 
 
 def env_cron(name: str, default: str) -> str:
-    """Return the variable as a five-field cron expression (``is_cron``).
+    """Return the variable as a five-field cron expression (``is_cron``), or ``default``
+    (which the settings' own tests check) when it is unset.
 
     Raises ImproperlyConfigured for anything else.
     """
-    expression = os.environ.get(name, default)
+    if name not in os.environ:
+        return default
+    expression = os.environ[name]
     if not is_cron(expression):
         raise ImproperlyConfigured(
             f"{name}={expression!r}: not a cron expression of five fields "

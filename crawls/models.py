@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -512,6 +511,8 @@ def cron_next(expression: str, after) -> datetime:
     """The first time strictly after ``after`` (an aware datetime) that the 5-field cron
     ``expression`` names, read in settings.TIME_ZONE (croniter's rules). Raises ValueError for an
     invalid expression."""
+    from croniter import croniter  # on first use, as archive/env.py's is_cron says why
+
     if not is_cron(expression):
         raise ValueError(
             f"invalid cron expression {expression!r}: five fields, minute hour day-of-month "

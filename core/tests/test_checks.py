@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
-from archive.env import env_cron, env_json_object
+from archive.env import env_cron, env_json_object, is_cron
 from core.checks import check_extractor_options
 from core.extractors.registry import get_extractor
 
@@ -193,6 +193,13 @@ def test_env_cron_reads_an_expression_or_the_default(monkeypatch) -> None:
     assert env_cron("VELLUM_TEST_CRON", "30 3 * * *") == "30 3 * * *"
     monkeypatch.setenv("VELLUM_TEST_CRON", "*/15 2-4 * * 1-5")
     assert env_cron("VELLUM_TEST_CRON", "30 3 * * *") == "*/15 2-4 * * 1-5"
+
+
+def test_an_unset_cron_variable_gives_its_default_and_the_audit_default_is_cron() -> None:
+    """A default is taken unchecked (checking it imported croniter at every start-up)."""
+    assert "FIXITY_AUDIT_CRON" not in os.environ
+    assert env_cron("VELLUM_TEST_CRON", "not checked") == "not checked"
+    assert is_cron(django_settings.FIXITY_AUDIT_CRON)
 
 
 def test_a_command_refuses_to_start_with_a_bad_audit_cron() -> None:

@@ -224,6 +224,25 @@ def test_commands_on_a_data_dir_never_initialized_say_to_run_init(
     assert "Traceback" not in completed.stderr
 
 
+@pytest.mark.django_db
+def test_a_migration_the_database_does_not_record_is_found_without_the_fast_path() -> None:
+    from django.core.management.base import CommandError
+    from django.db.migrations.recorder import MigrationRecorder
+
+    from core.management.database import _every_migration_recorded, require_migrated_database
+
+    assert _every_migration_recorded()
+    require_migrated_database()  # the test database is migrated
+
+    latest = MigrationRecorder.Migration.objects.filter(app="core").order_by("-name").first()
+    latest.delete()
+
+    assert not _every_migration_recorded()
+    unapplied = r"\(1 migrations to apply\): run `python manage.py init`"
+    with pytest.raises(CommandError, match=unapplied):
+        require_migrated_database()
+
+
 def test_missing_confinement_tools_are_a_warning(monkeypatch) -> None:
     from core.checks import check_tool_confinement
     from core.extractors import process

@@ -98,10 +98,8 @@ def claim_next_with_companions(
         )
         return [record, *others]
 
-    if connection.vendor == "postgresql":
-        # One candidate is enough when it cannot be refused; others lock a few, and try them
-        # in turn in one transaction (their own locks do not hide them from a second SELECT).
-        limit = 1 if admit is None else CANDIDATES_PER_CLAIM
+    limit, skip_locked = _claim_shape(admitted=admit is not None)
+    if skip_locked:  # PostgreSQL
         with transaction.atomic():
             for candidate in _candidates(model, fields, now, limit, skip_locked=True):
                 lease_end = now + timedelta(seconds=lease_seconds(candidate))
@@ -110,7 +108,7 @@ def claim_next_with_companions(
                     return claimed
         return []
     if admit is None:
-        for candidate in _candidates(model, fields, now, CANDIDATES_PER_CLAIM):
+        for candidate in _candidates(model, fields, now, limit):
             # An immediate transaction on SQLite (archive/settings.py): no other claim comes
             # between the record's and its companions'.
             with transaction.atomic():
@@ -124,10 +122,10 @@ def claim_next_with_companions(
     # found nothing, each after waiting for SQLite's write lock and making every writer wait
     # meanwhile. Work that becomes due after this read pings this actor's listener, which
     # holds the wake-up until it next waits (orchestrator/wakeups.py).
-    if not _candidates(model, fields, now, CANDIDATES_PER_CLAIM):
+    if not _candidates(model, fields, now, limit):
         return []
     with transaction.atomic():
-        for candidate in _candidates(model, fields, now, CANDIDATES_PER_CLAIM):
+        for candidate in _candidates(model, fields, now, limit):
             lease_end = now + timedelta(seconds=lease_seconds(candidate))
             if _compare_and_set(candidate, lease_end) and (claimed := load(candidate.pk)):
                 return claimed
@@ -217,8 +215,20 @@ def hand_back(
     return now if given else None
 
 
-def _claimable(queryset: models.QuerySet, now: datetime, fields: tuple[str, ...]):
-    return queryset.claimable(now).claim_order().only(*fields)
+def _claim_shape(*, admitted: bool) -> tuple[int, bool]:
+    """How many candidates a claim reads, and whether it locks them ``FOR UPDATE SKIP
+    LOCKED``, on this database. On PostgreSQL one candidate is enough when it cannot be
+    refused (no ``admit``); others lock a few, and try them in turn in one transaction (their
+    own locks do not hide them from a second SELECT). SQLite has no row locks."""
+    if connection.vendor == "postgresql":
+        return (CANDIDATES_PER_CLAIM if admitted else 1), True
+    return CANDIDATES_PER_CLAIM, False
+
+
+def _claimable(
+    queryset: models.QuerySet, now: datetime, fields: tuple[str, ...], variant: str | None = None
+):
+    return queryset.claimable(now, variant=variant).claim_order().only(*fields)
 
 
 def _candidates(
@@ -231,23 +241,29 @@ def _candidates(
 ) -> list[models.Model]:
     """The first ``limit`` records of ``model`` claimable at ``now``, in claim order, with
     ``fields`` loaded; on PostgreSQL with ``skip_locked``, locked ``FOR UPDATE SKIP LOCKED``
-    (run it in a transaction). Compiled once per process (orchestrator/prepared.py): it is
-    the statement every claim runs."""
-    return prepared_records(*_candidates_query(model, fields, limit, skip_locked), now)
+    (run it in a transaction). Compiled once per process for each ``claimable_variant``
+    (orchestrator/prepared.py): it is the statement every claim runs."""
+    variant = model.objects.claimable_variant()
+    return prepared_records(*_candidates_query(model, fields, limit, skip_locked, variant), now)
 
 
 def _candidates_query(
-    model: type[models.Model], fields: tuple[str, ...], limit: int, skip_locked: bool
+    model: type[models.Model],
+    fields: tuple[str, ...],
+    limit: int,
+    skip_locked: bool,
+    variant: str,
 ) -> tuple[str, Callable[[datetime], models.QuerySet]]:
     """The key and build of ``_candidates``'s statement."""
 
     def build(at: datetime) -> models.QuerySet:
-        candidates = _claimable(model.objects.all(), at, fields)
+        candidates = _claimable(model.objects.all(), at, fields, variant)
         if skip_locked:
             candidates = candidates.select_for_update(skip_locked=True, of=("self",))
         return candidates[:limit]
 
-    return f"claim {model._meta.label} {','.join(fields)} {limit} {skip_locked}", build
+    key = f"claim {model._meta.label} {','.join(fields)} {limit} {skip_locked} {variant}"
+    return key, build
 
 
 def compile_claims(
@@ -260,12 +276,10 @@ def compile_claims(
     """Compile ahead the statements a claim of ``model`` runs on this database (its
     candidates, and the load of the record won), as ``claim_next_with_companions`` would with
     these arguments (``admitted``: with an ``admit``), without running them."""
-    fields = CLAIM_FIELDS + lease_fields
-    if connection.vendor == "postgresql":
-        limit = CANDIDATES_PER_CLAIM if admitted else 1
-        compile_ahead(*_candidates_query(model, fields, limit, True), (datetime,))
-    else:
-        compile_ahead(*_candidates_query(model, fields, CANDIDATES_PER_CLAIM, False), (datetime,))
+    limit, skip_locked = _claim_shape(admitted=admitted)
+    variant = model.objects.claimable_variant()
+    query = _candidates_query(model, CLAIM_FIELDS + lease_fields, limit, skip_locked, variant)
+    compile_ahead(*query, (datetime,))
     compile_by_pk(model, related)
 
 

@@ -47,9 +47,16 @@ class WorkQuerySet(models.QuerySet):
         """Runnable records whose ``retry_at`` has passed (claimable now)."""
         return self.runnable().filter(retry_at__lte=now or timezone.now())
 
-    def claimable(self, now=None) -> WorkQuerySet:
-        """Due records an actor may take now (a model may hold some back, see Snapshot)."""
+    def claimable(self, now=None, *, variant: str | None = None) -> WorkQuerySet:
+        """Due records an actor may take now (a model may hold some back, see Snapshot).
+        ``variant``: the form of the statement that applies (``claimable_variant``)."""
         return self.due(now)
+
+    def claimable_variant(self) -> str:
+        """Which form ``claimable``'s statement takes now, by state the database does not hold
+        (Snapshot's: the disk guard); "" for a model whose statement has one form. A statement
+        compiled once (orchestrator/prepared.py) is compiled, and keyed, by it."""
+        return ""
 
     def wake(self) -> int:
         """Make these records due now where they only wait for their next poll; return how many.

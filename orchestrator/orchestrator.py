@@ -246,8 +246,11 @@ class Orchestrator:
         logs/actors.log. Before the first, compile what actors of that kind run, which each
         then inherits (``WorkType.compile_statements``)."""
         if name not in self.compiled:
-            self.kinds[name].compile_statements()
-            self.compiled.add(name)
+            try:
+                self.kinds[name].compile_statements()
+                self.compiled.add(name)
+            except Exception:  # the actor compiles them itself; the next spawn tries again
+                logger.exception("could not compile what %s actors run", name)
         process = start_actor(name)
         self.actors[name].append(process)
         self.spawned += 1
@@ -314,7 +317,12 @@ def _send(process: BaseProcess, sig: int) -> None:
 
 def _claimable_count(model: type[models.Model], now: datetime) -> int:
     """How many records of ``model`` an actor could claim at ``now``."""
-    return prepared_count(f"claimable {model._meta.label}", model.objects.claimable, now)
+    variant = model.objects.claimable_variant()
+
+    def build(at: datetime) -> models.QuerySet:
+        return model.objects.claimable(at, variant=variant)
+
+    return prepared_count(f"claimable {model._meta.label} {variant}", build, now)
 
 
 def _soonest_ahead(model: type[models.Model], now: datetime) -> datetime | None:

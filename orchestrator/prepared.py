@@ -16,9 +16,11 @@ that varies: they differ in exactly those parameters, and each is a marker as th
 it; a query that derives other values from an argument, say ``now - 1 hour``, is simply compiled
 afresh every time (a ``__contains`` pattern is known: the argument made a LIKE pattern as Django
 makes it). ``build`` must not branch on its arguments: what it does with the markers is what the
-SQL does for every argument. Compiled SQL depends on settings (a per-host limit of 0 drops a
-subquery), so every cached query is forgotten when a setting changes (Django's
-``setting_changed`` signal, sent by ``override_settings`` in tests).
+SQL does for every argument. Nor on the database's or the process's state: a count read while
+building, or the disk guard, would hold for as long as the process lives (such state goes into
+the SQL, or into the key: SnapshotQuerySet.claimable). Compiled SQL depends on settings (a
+per-host limit of 0 drops a subquery), so every cached query is forgotten when a setting
+changes (Django's ``setting_changed`` signal, sent by ``override_settings`` in tests).
 
 Rows are made into instances as Django's own ``ModelIterable`` makes them, from the compiler's
 ``select`` and ``klass_info``, related records of ``select_related`` and annotations included,
@@ -57,8 +59,9 @@ MARKERS = (
 )
 
 Build = Callable[..., models.QuerySet]
-# The Python type of a primary key's value, by its field's internal type (str for the others).
-PK_TYPES = {"AutoField": int, "BigAutoField": int, "SmallAutoField": int, "UUIDField": uuid.UUID}
+# The Python type of a primary key's value, by its field's class (str for the others); the
+# auto fields are integer fields.
+PK_TYPES = ((models.IntegerField, int), (models.UUIDField, uuid.UUID))
 Adapter = Callable[[object], object]
 
 # (database vendor, key, argument types) -> the compiled query, or None where it cannot be.
@@ -309,8 +312,11 @@ def record_by_pk(model: type[models.Model], pk, related: tuple[str, ...] = ()) -
 
 
 def compile_by_pk(model: type[models.Model], related: tuple[str, ...] = ()) -> None:
-    """Compile ``record_by_pk(model, pk, related)`` ahead (``compile_ahead``)."""
-    pk_type = PK_TYPES.get(model._meta.pk.get_internal_type(), str)
+    """Compile ``record_by_pk(model, pk, related)`` ahead (``compile_ahead``), for the type
+    of ``model``'s primary key values (that of the field it refers to, for a relation)."""
+    pk = model._meta.pk
+    field = pk.target_field if pk.is_relation else pk
+    pk_type = next((kind for base, kind in PK_TYPES if isinstance(field, base)), str)
     compile_ahead(_by_pk_key(model, related), by_pk(model, related), (pk_type,))
 
 

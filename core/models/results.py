@@ -48,7 +48,7 @@ class ArchiveResultQuerySet(WorkQuerySet):
         ).filter(Contains(OuterRef("depends_on"), Concat(Value(","), F("extractor"), Value(","))))
         return models.Q(depends_on__gt="") & models.Q(Exists(unfinished))
 
-    def claimable(self, now=None) -> ArchiveResultQuerySet:
+    def claimable(self, now=None, *, variant: str | None = None) -> ArchiveResultQuerySet:
         """Due results, but none that would start on a host that may not take one more now
         (``held_back_hosts``); a started one whose worker died is always claimable (claiming it
         recovers it, and runs nothing)."""

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Exists, OuterRef, Value
+from django.db.models import Exists, Func, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Concat, StrIndex, Substr
+from django.db.models.lookups import GreaterThanOrEqual
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -25,6 +26,9 @@ from orchestrator.prepared import Statement
 
 if TYPE_CHECKING:
     from core.models.results import ArchiveResult
+
+# The variant of the snapshot claim while the disk guard holds (SnapshotQuerySet.claimable).
+DISK_HELD = "disk held"
 
 
 def url_host(field: str) -> Substr:
@@ -55,7 +59,7 @@ class SnapshotQuerySet(WorkQuerySet):
         """Active snapshots of crawls that are not held."""
         return super().runnable().exclude(crawl__status=CrawlStatus.HELD)
 
-    def claimable(self, now=None) -> SnapshotQuerySet:
+    def claimable(self, now=None, *, variant: str | None = None) -> SnapshotQuerySet:
         """Due snapshots, but queued ones only while fewer than MAX_STARTED_SNAPSHOTS are started
         and the disk guard is open (orchestrator/diskguard.py), and none of a paused host
         (core/models/hosts.py).
@@ -65,18 +69,29 @@ class SnapshotQuerySet(WorkQuerySet):
         soft limit (two actors may both start one at the edge). Snapshots of a paused host
         neither start nor count: their results wait, and must not keep other hosts' snapshots
         out of the window.
+
+        The window is counted in the statement itself, so that a statement compiled once
+        (orchestrator/prepared.py) counts it afresh each time it runs. The disk guard is no
+        database state: ``variant`` (``claimable_variant()``, worked out here when not given)
+        says whether it holds, and a statement compiled once is compiled for each.
         """
         now = now or timezone.now()
         due = self.due(now)
-        if disk_held():
+        if (self.claimable_variant() if variant is None else variant) == DISK_HELD:
             return due.exclude(status=SnapshotStatus.QUEUED)
         paused = Host.objects.paused(now).values("name")
         due = due.exclude(status=SnapshotStatus.QUEUED, host__in=paused)
         # Started snapshots of held crawls do not count: they would block every other crawl.
         started = Snapshot.objects.runnable().filter(status=SnapshotStatus.STARTED)
-        if started.exclude(host__in=paused).count() >= settings.MAX_STARTED_SNAPSHOTS:
-            return due.exclude(status=SnapshotStatus.QUEUED)
-        return due
+        counted = started.exclude(host__in=paused).order_by()
+        count = Func("pk", function="COUNT", output_field=models.IntegerField())
+        started_count = Subquery(counted.annotate(n=count).values("n"))
+        window_full = GreaterThanOrEqual(started_count, settings.MAX_STARTED_SNAPSHOTS)
+        return due.exclude(Q(status=SnapshotStatus.QUEUED) & Q(window_full))
+
+    def claimable_variant(self) -> str:
+        """DISK_HELD while the disk guard holds new snapshots back, else "" (``claimable``)."""
+        return DISK_HELD if disk_held() else ""
 
     def final(self) -> SnapshotQuerySet:
         return self.filter(status__in=SnapshotStatus.final())

@@ -24,8 +24,9 @@ from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator import diskguard
 from orchestrator.actor import Actor
+from orchestrator.claims import CLAIM_FIELDS, _candidates
 from orchestrator.diskguard import disk_held, disk_usage
-from orchestrator.orchestrator import Orchestrator
+from orchestrator.orchestrator import Orchestrator, _claimable_count
 from orchestrator.work import work_types
 
 SMALL_DISK_BYTES = 4 * 1024 * 1024
@@ -63,6 +64,37 @@ def test_filling_a_small_disk_holds_and_freeing_it_lifts(small_disk: Path, setti
     assert full.used_percent > 90
     assert not freed.held
     assert freed.used_percent < 10
+
+
+@pytest.mark.django_db
+def test_compiled_claims_follow_the_disk_filling_and_freeing_without_a_setting_changed(
+    small_disk: Path, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statements compiled once per process (orchestrator/prepared.py) once kept the guard as
+    it was when they were compiled: a guard that lifted kept snapshots waiting for good."""
+    settings.DATA_DIR = small_disk
+    settings.DISK_HOLD_PERCENT = 90
+    crawl = baker.make(Crawl, status=CrawlStatus.STARTED, seeds="http://a.example/")
+    queued = baker.make(Snapshot, crawl=crawl, url="http://a.example/", retry_at=timezone.now())
+    fields = (*CLAIM_FIELDS,)
+
+    def claimable_now() -> tuple[set, int]:
+        monkeypatch.setattr(diskguard, "_last_measured", None)  # measure again, now
+        now = timezone.now()
+        return {s.pk for s in _candidates(Snapshot, fields, now, 5)}, _claimable_count(
+            Snapshot, now
+        )
+
+    open_before = claimable_now()
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * int(SMALL_DISK_BYTES * 0.95))
+    held = claimable_now()
+    filler.unlink()
+    lifted = claimable_now()
+
+    assert open_before == ({queued.pk}, 1)
+    assert held == (set(), 0)
+    assert lifted == ({queued.pk}, 1)
 
 
 @pytest.mark.django_db

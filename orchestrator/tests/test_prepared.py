@@ -16,7 +16,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 from model_bakery import baker
 
-from core.choices import ResultStatus
+from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.tests.test_hosts import paused_host, result_on
 from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
@@ -124,6 +124,27 @@ def test_a_query_whose_field_refuses_a_marker_is_left_to_the_orm() -> None:
     assert PreparedQuery.compile(by_snapshot, (str,)) is None  # no UUID: the field refuses it
     found = prepared_records("test by snapshot", by_snapshot, str(result.snapshot_id))
     assert [record.pk for record in found] == [result.pk]
+
+
+def test_the_compiled_snapshot_claim_counts_the_started_window_each_time(settings) -> None:
+    """The window was once counted as the statement was built: compiled while it was full, the
+    claim kept queued snapshots out after it emptied."""
+    settings.MAX_STARTED_SNAPSHOTS = 1
+    started = baker.make(Snapshot, status=SnapshotStatus.STARTED, retry_at=timezone.now())
+    queued = baker.make(Snapshot, retry_at=timezone.now())
+    fields = (*CLAIM_FIELDS,)
+
+    def compiled_and_orm() -> tuple[set, set]:
+        now = timezone.now()
+        compiled = {s.pk for s in _candidates(Snapshot, fields, now, 5)}
+        return compiled, set(orm_candidates(Snapshot, fields, now, 5))
+
+    full = compiled_and_orm()
+    Snapshot.objects.filter(pk=started.pk).update(status=SnapshotStatus.SEALED, retry_at=None)
+    emptied = compiled_and_orm()
+
+    assert full == ({started.pk}, {started.pk})
+    assert emptied == ({queued.pk}, {queued.pk})
 
 
 def test_a_changed_setting_recompiles_the_claim(settings) -> None:

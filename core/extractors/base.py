@@ -164,7 +164,7 @@ class Extractor:
     replay_priority: ClassVar[int] = 0
     # Modules ``run`` imports on first use rather than at the top, so that processes that never
     # run it (the idle orchestrator above all) do not load them. A result actor imports them
-    # ahead, in a background thread from its start (core/extractors/preloading.py).
+    # ahead, in a thread of its own from its first command on (core/extractors/preloading.py).
     lazy_imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, credentials: Credentials | None = None) -> None:

@@ -9,11 +9,11 @@ result actor queues them as it starts (orchestrator/work.py), and a thread impor
 the start of its first command, while the actor has nothing to do but wait (not from the
 actor's start: the thread would slow the actor's first claim, under SQLite's write lock).
 
-Not in the actor's own thread, as before: an import holds the GIL for
-tens of milliseconds at a time, and the command's egress proxy (core/extractors/egress.py)
-serves the command from another thread of the same process, waiting for the GIL at every
-socket call; wget's result took 220 ms instead of 180 on one URL. Nor could the actor see its
-command end in the middle of an import. While the thread imports, the interpreter's switch
+Not in the actor's own thread, as before: an import holds the GIL for tens of milliseconds at
+a time, and the command's egress proxy (core/extractors/egress.py) serves the command from
+another thread of the same process, waiting for the GIL at every socket call; wget's result
+took 220 ms instead of 180 on one URL. Nor could the actor see its command end in the middle
+of an import. While the thread imports, the interpreter's switch
 interval is cut from 5 ms to ``SWITCH_INTERVAL_SECONDS``, so that a thread that waits for the
 GIL (the proxy's, or the actor's as its command ends) gets it within that time; it is put
 back when the queue is empty.
@@ -50,34 +50,46 @@ def preload(modules: Iterable[str]) -> None:
 def start() -> threading.Thread | None:
     """Start the thread that imports what is queued, unless it runs already or nothing is
     queued; return the thread that imports (None when none does). process.py's
-    ``run_command`` calls it as each command starts: the actor then only waits."""
+    ``run_command`` calls it as each command starts: the actor then only waits. A thread
+    that cannot be started is logged and left for the next call; nothing is lost."""
     global _thread
     with _lock:
         if _thread is None and _queue:
             previous = sys.getswitchinterval()
-            sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-            _thread = threading.Thread(
+            thread = threading.Thread(
                 target=_import_queued, args=(previous,), name="preloading", daemon=True
             )
-            _thread.start()
+            sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+            try:
+                thread.start()
+            except RuntimeError as error:  # "can't start new thread": out of threads or memory
+                sys.setswitchinterval(previous)
+                logger.warning("cannot start the preloading thread: %s", error)
+                return None
+            _thread = thread
         return _thread
 
 
 def _import_queued(switch_interval: float) -> None:
-    while name := _next(switch_interval):
-        try:
-            importlib.import_module(name)
-        except Exception as error:  # its extractor meets and reports the same error
-            logger.debug("preloading %s: %s", name, error)
+    try:
+        while name := _next():
+            try:
+                importlib.import_module(name)
+            except Exception as error:  # its extractor meets and reports the same error
+                logger.debug("preloading %s: %s", name, error)
+    finally:
+        _stopped(switch_interval)
 
 
-def _next(switch_interval: float) -> str | None:
-    """The next module to import; None once the queue is empty, the thread then forgotten
-    and the switch interval put back (under the lock: a ``preload`` meanwhile starts anew)."""
+def _next() -> str | None:
+    with _lock:
+        return _queue.pop(0) if _queue else None
+
+
+def _stopped(switch_interval: float) -> None:
+    """Forget the thread and put the switch interval back, under the lock: a module queued
+    meanwhile waits for the next ``start``."""
     global _thread
     with _lock:
-        if _queue:
-            return _queue.pop(0)
         _thread = None
         sys.setswitchinterval(switch_interval)
-        return None

@@ -47,8 +47,10 @@ def _every_migration_recorded() -> bool:
         module_name, _explicit = MigrationLoader.migrations_module(app_config.label)
         try:
             module = import_module(module_name) if module_name else None
-        except ModuleNotFoundError:
-            continue  # an app without migrations
+        except ModuleNotFoundError as error:
+            if error.name == module_name:
+                continue  # an app without migrations
+            return False  # the executor says what is wrong
         for _finder, name, is_package in pkgutil.iter_modules(getattr(module, "__path__", [])):
             if not is_package and name[0] not in "_~" and (app_config.label, name) not in applied:
                 return False

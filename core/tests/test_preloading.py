@@ -6,7 +6,6 @@ over."""
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from core.extractors import preloading
 from core.extractors.process import run_command
 
 TIMEOUT = 30  # seconds: only a preload that never comes reaches it
+SHORT = preloading.SWITCH_INTERVAL_SECONDS
 
 
 @pytest.fixture
@@ -25,17 +25,19 @@ def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f"vellum_preload_probe_{tmp_path.name}"
     (tmp_path / f"{name}.py").write_text("import sys\nSWITCH_INTERVAL = sys.getswitchinterval()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    finish_preloading()  # of an earlier test
     monkeypatch.setattr(preloading, "_queue", [])
     yield name
+    finish_preloading()
     sys.modules.pop(name, None)
 
 
-def imported(name: str) -> bool:
-    """Wait up to TIMEOUT seconds for ``name`` to be imported; True once it is."""
-    deadline = time.monotonic() + TIMEOUT
-    while name not in sys.modules and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return name in sys.modules
+def finish_preloading() -> None:
+    """Wait for this process's preloading thread, if one runs, to end."""
+    thread = preloading._thread
+    if thread is not None:
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
 
 
 def test_queued_modules_wait_for_a_command_then_are_imported_past_a_broken_one(
@@ -46,8 +48,10 @@ def test_queued_modules_wait_for_a_command_then_are_imported_past_a_broken_one(
 
     with caplog.at_level("DEBUG", logger=preloading.__name__):
         done = run_command(["true"], cwd=tmp_path, timeout=TIMEOUT, log_path=tmp_path / "log")
-        assert imported(probe)
+        finish_preloading()
 
+    imported_under = sys.modules[probe].SWITCH_INTERVAL
+    assert imported_under == pytest.approx(SHORT)
     assert done.exit_code == 0
     assert preloading._queue == []
     assert "preloading vellum_preload_missing" in caplog.text
@@ -60,13 +64,15 @@ def test_the_switch_interval_is_short_while_importing_and_put_back_after(probe: 
     thread = preloading.start()
     thread.join(TIMEOUT)
 
+    imported_under = sys.modules[probe].SWITCH_INTERVAL
     assert not thread.is_alive()
-    under = sys.modules[probe].SWITCH_INTERVAL
-    assert under == pytest.approx(preloading.SWITCH_INTERVAL_SECONDS)
+    assert imported_under == pytest.approx(SHORT)
     assert sys.getswitchinterval() == before
     assert preloading._thread is None  # the next start() starts anew
 
 
 def test_nothing_queued_starts_no_thread(probe: str) -> None:
+    before = sys.getswitchinterval()
+
     assert preloading.start() is None
-    assert sys.getswitchinterval() != preloading.SWITCH_INTERVAL_SECONDS
+    assert sys.getswitchinterval() == before

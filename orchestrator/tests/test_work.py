@@ -133,3 +133,12 @@ def test_the_orchestrator_compiles_a_kind_before_its_first_actor_only(
     assert compiled == ["snapshot", "archiveresult"]
     assert orchestrator.spawned == 4
     assert orchestrator.crashed == 0
+
+
+def test_every_declared_statement_names_kinds_of_work_that_exist() -> None:
+    """A misspelt kind would leave its statement compiled by every actor, silently."""
+    kinds = set(work_types())
+    declared = {name for statement in prepared._declared for name in statement.actors}
+
+    assert declared
+    assert declared <= kinds

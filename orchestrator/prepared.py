@@ -37,6 +37,7 @@ forked afterwards inherits it compiled.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -192,10 +193,8 @@ def compile_ahead(key: str, build: Build, arg_types: tuple[type, ...]) -> None:
     # Django compiles FOR UPDATE only in a transaction, where the database has it: on
     # PostgreSQL, whose transaction sends nothing until a statement runs. SQLite has none, and
     # its transaction would take the write lock (IMMEDIATE, archive/settings.py).
-    if connection.features.has_select_for_update:
-        with transaction.atomic():
-            _prepared(key, build, arg_types)
-    else:
+    in_transaction = connection.features.has_select_for_update
+    with transaction.atomic() if in_transaction else contextlib.nullcontext():
         _prepared(key, build, arg_types)
 
 

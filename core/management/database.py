@@ -32,17 +32,16 @@ def require_migrated_database() -> None:
 
 def _every_migration_recorded() -> bool:
     """True when ``django_migrations`` records every migration file of every installed app:
-    nothing is then left to apply, known from two queries and the migrations folders' listings,
+    nothing is then left to apply, known from one query and the migrations folders' listings,
     without importing each migration and building their graph (MigrationExecutor, some 15 ms
     of every command's start-up). False decides nothing: the executor then does.
 
     The files are listed as Django's MigrationLoader lists them (``load_disk``): the modules
     of the app's migrations package, packages and names starting with ``_`` or ``~`` aside.
     """
-    recorder = MigrationRecorder(connection)
-    if not recorder.has_table():
+    applied = set(MigrationRecorder(connection).applied_migrations())  # none without its table
+    if not applied:
         return False
-    applied = set(recorder.applied_migrations())
     for app_config in apps.get_app_configs():
         module_name, _explicit = MigrationLoader.migrations_module(app_config.label)
         try:

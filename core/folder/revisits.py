@@ -38,6 +38,7 @@ from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 from archive.privacy import FILE_MODE
 from core.folder.formats import check_warc
 from core.folder.manifest import TEMP_PREFIX
+from core.folder.strict_warc import StrictRecord, read_strict_warc
 from core.folder.wacz import GZIP_MAGIC, RECORD_END
 
 # WARC/1.1 §6.7.2 names the profile by version (warcio's RecordBuilder uses the same URIs).
@@ -122,7 +123,17 @@ Change = ToRevisit | Repoint | ToResponse
 def scan_warc(path: Path) -> list[RecordInfo] | None:
     """Return every record of the WARC at ``path``, in order, with each response's payload
     hashed; None when it cannot be rewritten: not gzipped, several records in one gzip
-    member, or unreadable (the integrity check says what is wrong with it)."""
+    member, or unreadable (the integrity check says what is wrong with it).
+
+    A WARC of the strict shape Vellum's tools write is read by core/folder/strict_warc.py (at
+    no cost right after the integrity check read it); any other by warcio."""
+    strict = read_strict_warc(path)
+    if strict is not None:
+        return [_record_info(record) for record in strict]
+    return _scan_with_warcio(path)
+
+
+def _scan_with_warcio(path: Path) -> list[RecordInfo] | None:
     records: list[RecordInfo] = []
     try:
         with open(path, "rb") as stream:
@@ -151,6 +162,28 @@ def scan_warc(path: Path) -> list[RecordInfo] | None:
     except (ArchiveLoadFailed, OSError, EOFError, ValueError, gzip.BadGzipFile):
         return None
     return records
+
+
+def _record_info(record: StrictRecord) -> RecordInfo:
+    """What ``scan_warc`` gives of a record the strict reader read."""
+    payload = None
+    if record.rec_type == "response" and record.payload_sha256 is not None:
+        payload = Payload(
+            sha256=record.payload_sha256,
+            length=record.payload_length,
+            digest=record.header("WARC-Payload-Digest"),
+            truncated=bool(record.header("WARC-Truncated")),
+        )
+    return RecordInfo(
+        rec_type=record.rec_type,
+        record_id=record.header("WARC-Record-ID"),
+        target_uri=record.header("WARC-Target-URI"),
+        warc_date=record.header("WARC-Date"),
+        offset=record.offset,
+        length=record.length,
+        payload=payload,
+        refers_to=record.header("WARC-Refers-To"),
+    )
 
 
 def _payload(record) -> Payload | None:

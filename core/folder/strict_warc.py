@@ -1,0 +1,249 @@
+"""A quick reader for WARCs of the strict shape Vellum's tools write, with warcio as the reference.
+
+warcio parses each header line in Python, and finalizing reads each WARC of a snapshot three
+times: the integrity check (core/folder/formats.py), the dedup scan (core/folder/revisits.py)
+and the check of the WARC the scan's revisits were written to. This reader takes the shape that
+wget and warcio's WARCWriter (the recorder, the rewriter) write, and nothing else:
+
+- a gzip file of complete members, one WARC record in each (what replay needs too), and no
+  byte after the last one;
+- each record: a ``WARC/1.0`` or ``WARC/1.1`` line and header fields ending in an empty line,
+  every line ending in CRLF, no continuation lines, a Content-Length of ASCII digits, then that
+  many bytes of block and the CRLF CRLF that ends a record (WARC 1.1 §4, §5.3);
+- an HTTP head where warcio reads one (a request, response or revisit of an http(s) URI with a
+  block): a status or request line warcio's parser takes, CRLF lines, ending in an empty line;
+- each WARC-Block-Digest and WARC-Payload-Digest (but a revisit's, which warcio does not check
+  either) an ``sha1:`` or ``sha256:`` base32 value that matches, the payload taken after the
+  HTTP head as warcio takes it.
+
+Its work is zlib's, hashlib's and ``bytes.find``'s. Anything else, however small (a bare LF, a
+header line of spaces, a base16 digest, a member over MAX_MEMBER_BYTES, a file over
+MAX_FILE_BYTES), gives None, and the caller reads the file with warcio, which says what is wrong
+with it, if anything. So the reader accepts a part of what warcio accepts and reports what
+warcio would: it never decides a verdict on its own. core/tests/test_strict_warc.py holds it to
+that, record by record and over many corruptions of real WARCs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+# Larger files are left to warcio, which streams them; this reader holds a file in memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_MEMBER_BYTES = 64 * 1024 * 1024  # decompressed, one record
+READ_CHUNK = 64 * 1024  # compressed bytes given to zlib at a time
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_WBITS = 31  # zlib's gzip framing: header, deflate data, CRC-32 and size checked at the end
+CRLF, END_OF_HEAD = b"\r\n", b"\r\n\r\n"
+WARC_VERSIONS = (b"WARC/1.0", b"WARC/1.1")
+# What warcio's HTTP parsers take as a status line or request line (warcio/recordloader.py).
+HTTP_VERSIONS = (b"HTTP/1.0 ", b"HTTP/1.1 ")
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "OPTIONS", "CONNECT", "PATCH")
+HTTP_METHODS = tuple(f"{method} ".encode() for method in METHODS)
+HTTP_RECORDS = ("response", "request", "revisit")  # the types warcio reads an HTTP head of
+HTTP_SCHEMES = ("http:", "https:")
+DIGEST_ALGORITHMS = ("sha1", "sha256")
+DIGITS = re.compile(rb"[0-9]+")
+
+# The last file read, by path and a digest of its bytes, and what was read of it: finalizing
+# checks a WARC (core/folder/formats.py), then scans it for dedup (core/folder/revisits.py).
+_last_read: tuple[tuple[str, bytes], list[StrictRecord] | None] | None = None
+
+
+@dataclass(frozen=True)
+class StrictRecord:
+    """One record: where its gzip member is (``offset`` and ``length`` in bytes, as warcio's
+    ``get_record_offset``/``get_record_length`` give them), its WARC-Type, its header fields
+    (names in lower case, values as warcio gives them: a WARC-Target-URI without the ``<>``
+    wget puts around it), the status code of its HTTP head (a response's, else None), and its
+    payload (the block after the HTTP head; None without one) as length and SHA-256 (hex)."""
+
+    offset: int
+    length: int
+    rec_type: str
+    headers: dict[str, str]
+    http_status: str | None
+    payload_length: int | None
+    payload_sha256: str | None
+
+    def header(self, name: str) -> str:
+        """The value of header field ``name`` (any case), or ``""``."""
+        return self.headers.get(name.lower(), "")
+
+
+class _NotStrict(Exception):
+    """The file is not of the strict shape: warcio reads it."""
+
+
+def read_strict_warc(path: Path) -> list[StrictRecord] | None:
+    """Return every record of the WARC at ``path`` in order, or None when it is not a sound
+    WARC of the strict shape (the module's docstring): empty, not gzip, cut short, corrupt, a
+    digest that does not match, or anything warcio would read differently. Raises OSError for
+    the disk.
+
+    The same bytes at the same path read again give the records read before (the same list:
+    do not change it), known by a BLAKE2b digest of the file, some 40 times faster to take than
+    reading the records.
+    """
+    global _last_read
+    with open(path, "rb") as stream:
+        if stream.read(2) != GZIP_MAGIC:
+            return None
+        stream.seek(0, os.SEEK_END)
+        if stream.tell() > MAX_FILE_BYTES:
+            return None
+        stream.seek(0)
+        data = stream.read()
+    key = (os.fspath(path), hashlib.blake2b(data, digest_size=32).digest())
+    if _last_read is not None and _last_read[0] == key:
+        return _last_read[1]
+    records = _read(memoryview(data))
+    _last_read = (key, records)
+    return records
+
+
+def _read(data: memoryview) -> list[StrictRecord] | None:
+    records = []
+    offset = 0
+    try:
+        while offset < len(data):
+            member, length = _member(data, offset)
+            records.append(_record(member, offset, length))
+            offset += length
+    except _NotStrict:
+        return None
+    return records or None
+
+
+def _member(data: memoryview, offset: int) -> tuple[bytes, int]:
+    """Decompress the gzip member at ``offset``; return its bytes and its compressed length."""
+    decompressor = zlib.decompressobj(GZIP_WBITS)
+    parts, size, position = [], 0, offset
+    try:
+        while not decompressor.eof:
+            chunk = data[position : position + READ_CHUNK]
+            if not chunk:
+                raise _NotStrict  # cut inside the member
+            part = decompressor.decompress(chunk, MAX_MEMBER_BYTES + 1 - size)
+            size += len(part)
+            if decompressor.unconsumed_tail or size > MAX_MEMBER_BYTES:
+                raise _NotStrict
+            parts.append(part)
+            position += len(chunk) - len(decompressor.unused_data)
+    except zlib.error:
+        raise _NotStrict from None
+    return b"".join(parts), position - offset
+
+
+def _record(member: bytes, offset: int, length: int) -> StrictRecord:
+    """Read the one record ``member`` holds, checking its length and digests."""
+    head_end = member.find(END_OF_HEAD)
+    if head_end < 0:
+        raise _NotStrict
+    version, *lines = _lines(member[:head_end])
+    if version not in WARC_VERSIONS:
+        raise _NotStrict
+    headers = _fields(lines)
+    declared = headers.get("content-length", "")
+    if not DIGITS.fullmatch(declared.encode()) or "warc-segment-number" in headers:
+        raise _NotStrict
+    block_start = head_end + len(END_OF_HEAD)
+    block_end = block_start + int(declared)
+    if member[block_end:] != END_OF_HEAD:  # a record runs on, is cut short, or two share it
+        raise _NotStrict
+    rec_type = headers.get("warc-type", "")
+    uri = headers.get("warc-target-uri")
+    if uri is not None and uri.startswith("<") and uri.endswith(">"):
+        uri = headers["warc-target-uri"] = uri[1:-1]  # wget's brackets, as warcio drops them
+    if not rec_type or (uri is not None and " " in uri):
+        raise _NotStrict  # warcio would percent-encode the spaces
+    # warcio reads an HTTP head where one may be (recordloader.py's load_http_headers).
+    has_http = (
+        rec_type in HTTP_RECORDS
+        and block_end > block_start
+        and uri is not None
+        and uri.startswith(HTTP_SCHEMES)
+    )
+    status, payload_start = None, block_start
+    if has_http:
+        status, payload_start = _http_head(rec_type, member, block_start, block_end)
+    view = memoryview(member)
+    payload = view[payload_start:block_end]
+    if rec_type != "revisit":  # warcio checks no digest of a revisit
+        _check_digest(headers.get("warc-block-digest"), view[block_start:block_end])
+        _check_digest(headers.get("warc-payload-digest"), payload)
+    return StrictRecord(
+        offset=offset,
+        length=length,
+        rec_type=rec_type,
+        headers=headers,
+        http_status=status if rec_type == "response" else None,
+        payload_length=len(payload) if has_http else None,
+        payload_sha256=hashlib.sha256(payload).hexdigest() if has_http else None,
+    )
+
+
+def _http_head(rec_type: str, member: bytes, start: int, end: int) -> tuple[str | None, int]:
+    """Read the HTTP head of the block ``member[start:end]``: return a response's status code
+    (None for a request or revisit) and where its payload starts."""
+    head_end = member.find(END_OF_HEAD, start, end)
+    if head_end < 0:
+        raise _NotStrict
+    first, *_headers = _lines(member[start:head_end])
+    if rec_type == "request":
+        if not first.startswith(HTTP_METHODS):
+            raise _NotStrict
+        status = None
+    else:
+        if not first.startswith(HTTP_VERSIONS):
+            raise _NotStrict
+        status = first[len(HTTP_VERSIONS[0]) :].strip().split(b" ", 1)[0].decode("latin-1")
+    return status, head_end + len(END_OF_HEAD)
+
+
+def _lines(head: bytes) -> list[bytes]:
+    """The lines of a head that ends before its empty line; each must be CRLF-ended, not blank
+    (warcio ends a head at a line of spaces) and no continuation line."""
+    if head.count(b"\n") != head.count(CRLF) or head.count(b"\r") != head.count(CRLF):
+        raise _NotStrict
+    lines = head.split(CRLF)
+    if any(not line.rstrip() or line[:1] in (b" ", b"\t") for line in lines):
+        raise _NotStrict
+    return lines
+
+
+def _fields(lines: list[bytes]) -> dict[str, str]:
+    """Header fields by lower-case name, as warcio parses them; one that repeats is refused
+    (warcio takes the first, and a reader of ours must not differ)."""
+    fields: dict[str, str] = {}
+    for line in lines:
+        name, colon, value = line.partition(b":")
+        if not colon:
+            raise _NotStrict
+        try:
+            key = name.rstrip(b" \t").decode("utf-8").lower()
+            text = value.strip().decode("utf-8")
+        except UnicodeDecodeError:
+            raise _NotStrict from None
+        if key in fields:
+            raise _NotStrict
+        fields[key] = text
+    return fields
+
+
+def _check_digest(value: str | None, data: memoryview) -> None:
+    """Refuse a digest this reader cannot compute exactly as warcio does, or that differs."""
+    if value is None:
+        return
+    algorithm, colon, expected = value.partition(":")
+    if not colon or algorithm not in DIGEST_ALGORITHMS:
+        raise _NotStrict
+    actual = base64.b32encode(hashlib.new(algorithm, data).digest()).decode("ascii")
+    if actual != expected:
+        raise _NotStrict

@@ -76,18 +76,19 @@ def check_outputs(
     """
     problems: list[str] = []
     main = None
+    root = folder.resolve()  # once: each file's resolved path must lie under it
     registered = registry.find_extractor(extractor)
     kind = registered.main_output if registered else MainOutput.FILE
     if kind != MainOutput.VALUE and not output:
         problems.append(f"{extractor}: no main output recorded")
     elif kind == MainOutput.DIRECTORY:
-        problems += _check_directory(folder, _join(extractor, output))
+        problems += _check_directory(folder, _join(extractor, output), root=root)
     elif kind == MainOutput.FILE:
         main = _join(extractor, output)
     declared = declared_outputs()
     names = dict.fromkeys([*map(_normal, output_files), *([main] if main else [])])
     for name in names:
-        problems += _check_file(folder, name, is_main=name == main, declared=declared)
+        problems += _check_file(folder, name, root=root, is_main=name == main, declared=declared)
     return problems
 
 
@@ -111,9 +112,11 @@ def _normal(name: str) -> str:
     return PurePosixPath(name).as_posix() if name else name
 
 
-def _check_file(folder: Path, name: str, *, is_main: bool, declared: list[Declared]) -> list[str]:
+def _check_file(
+    folder: Path, name: str, *, root: Path, is_main: bool, declared: list[Declared]
+) -> list[str]:
     """Return the problems of the listed file ``name``: where it is, its size, its format."""
-    info, problem = _locate(folder, name)
+    info, problem = _locate(folder, name, root=root)
     if problem:
         return [problem]
     check = _check_for(name, declared)
@@ -128,19 +131,20 @@ def _check_file(folder: Path, name: str, *, is_main: bool, declared: list[Declar
     return [f"{name}: {detail}" for detail in details]
 
 
-def _check_directory(folder: Path, name: str) -> list[str]:
+def _check_directory(folder: Path, name: str, *, root: Path) -> list[str]:
     """Return the problems of a main output that is a folder (git's mirror): it must be one."""
-    info, problem = _locate(folder, name, regular=False)
+    info, problem = _locate(folder, name, root=root, regular=False)
     if problem:
         return [problem]
     return [] if stat.S_ISDIR(info.st_mode) else [f"{name}: not a folder"]
 
 
 def _locate(
-    folder: Path, name: str, *, regular: bool = True
+    folder: Path, name: str, *, root: Path, regular: bool = True
 ) -> tuple[os.stat_result, None] | tuple[None, str]:
-    """Return (``name``'s status, None) if it is inside ``folder`` and no symbolic link, else
-    (None, the problem). With ``regular``, it must also be a regular file.
+    """Return (``name``'s status, None) if it is inside ``folder`` (whose resolved path is
+    ``root``) and no symbolic link, else (None, the problem). With ``regular``, it must also be
+    a regular file.
 
     lstat, not stat: a link is reported, never followed, and a FIFO is never opened (which
     would block).
@@ -160,7 +164,7 @@ def _locate(
     if regular and not stat.S_ISREG(info.st_mode):
         return None, f"{name}: not a regular file"
     # A linked folder on the way (wget/ -> /elsewhere) would lead out of the snapshot folder.
-    if not path.resolve().is_relative_to(folder.resolve()):
+    if not path.resolve().is_relative_to(root):
         return None, f"{name}: outside the snapshot folder"
     return info, None
 

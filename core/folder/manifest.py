@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from archive.privacy import FILE_MODE
@@ -56,17 +57,29 @@ def payload_files(folder: Path) -> list[Path]:
 
     Symbolic links are not followed: a link could point outside the snapshot folder.
     """
-    files = []
-    for root, dirs, names in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(TEMP_PREFIX)]
-        for name in names:
-            path = Path(root) / name
-            if name.startswith(TEMP_PREFIX) or path.is_symlink() or not path.is_file():
-                continue
-            if path.parent == folder and name in TAG_FILES:
-                continue
-            files.append(path)
+    files = [
+        path
+        for path in _regular_files(folder)
+        if not (path.parent == folder and path.name in TAG_FILES)
+    ]
     return sorted(files)
+
+
+def _regular_files(folder: Path) -> Iterator[Path]:
+    """Every regular file under ``folder`` but temporary ones, not following links; a folder
+    that cannot be listed is passed over, as os.walk does. Its entries' types come with the
+    listing (``os.scandir``): no file is stat-ed for them."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(TEMP_PREFIX):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            yield from _regular_files(folder / entry.name)
+        elif entry.is_file(follow_symlinks=False):
+            yield folder / entry.name
 
 
 def manifest_path_encode(relative: str) -> str:

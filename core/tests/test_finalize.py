@@ -15,6 +15,8 @@ import pytest
 from core.folder.index_json import write_index
 from core.folder.manifest import (
     MANIFEST_NAME,
+    SIGNATURE_NAME,
+    TEMP_PREFIX,
     atomic_write,
     manifest_path_encode,
     payload_files,
@@ -199,6 +201,25 @@ def test_names_with_other_line_separators_round_trip(folder: Path, separator: st
 
     assert read_manifest(folder)[odd] == sha256(b"x")
     assert verify_manifest(folder) == []
+
+
+def test_payload_files_leave_out_links_temporary_files_tags_and_special_files(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "snapshot"
+    kept = {"index.json": b"{}", "wget/a/b.html": b"b", f"wget/{MANIFEST_NAME}": b"not a tag"}
+    make_files(folder, kept)
+    make_files(folder, {MANIFEST_NAME: b"", SIGNATURE_NAME: b"", f"{TEMP_PREFIX}x": b""})
+    make_files(folder, {f"dom/{TEMP_PREFIX}work/page.html": b"half written"})
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside/secret.txt").write_bytes(b"secret")
+    (folder / "wget/linked-file").symlink_to(tmp_path / "outside/secret.txt")
+    (folder / "wget/linked-folder").symlink_to(tmp_path / "outside")
+    os.mkfifo(folder / "wget/fifo")
+
+    files = payload_files(folder)
+
+    assert [path.relative_to(folder).as_posix() for path in files] == sorted(kept)
 
 
 def test_payload_files_are_sorted_paths(folder: Path) -> None:

@@ -125,8 +125,9 @@ def scan_warc(path: Path) -> list[RecordInfo] | None:
     hashed; None when it cannot be rewritten: not gzipped, several records in one gzip
     member, or unreadable (the integrity check says what is wrong with it).
 
-    A WARC of the strict shape Vellum's tools write is read by core/folder/strict_warc.py (at
-    no cost right after the integrity check read it); any other by warcio."""
+    A WARC of the strict shape Vellum's tools write is read by core/folder/strict_warc.py (right
+    after the integrity check read it, for the price of hashing its bytes); any other by warcio.
+    """
     strict = read_strict_warc(path)
     if strict is not None:
         return [_record_info(record) for record in strict]
@@ -134,6 +135,7 @@ def scan_warc(path: Path) -> list[RecordInfo] | None:
 
 
 def _scan_with_warcio(path: Path) -> list[RecordInfo] | None:
+    """``scan_warc`` by warcio alone: the reference the strict reader is held to."""
     records: list[RecordInfo] = []
     try:
         with open(path, "rb") as stream:

@@ -16,12 +16,13 @@ wget and warcio's WARCWriter (the recorder, the rewriter) write, and nothing els
   either) an ``sha1:`` or ``sha256:`` base32 value that matches, the payload taken after the
   HTTP head as warcio takes it.
 
-Its work is zlib's, hashlib's and ``bytes.find``'s. Anything else, however small (a bare LF, a
-header line of spaces, a base16 digest, a member over MAX_MEMBER_BYTES, a file over
-MAX_FILE_BYTES), gives None, and the caller reads the file with warcio, which says what is wrong
-with it, if anything. So the reader accepts a part of what warcio accepts and reports what
-warcio would: it never decides a verdict on its own. core/tests/test_strict_warc.py holds it to
-that, record by record and over many corruptions of real WARCs.
+Its work is zlib's, hashlib's and ``bytes.find``'s. Anything else, however small (a bare LF,
+a header line of spaces, a byte outside ASCII in a head, a base16 digest, a member over
+MAX_MEMBER_BYTES, a file over MAX_FILE_BYTES), gives None, and the caller reads the file with
+warcio, which says what is wrong with it, if anything. So the reader accepts a part of what
+warcio accepts and reports what warcio would: it never decides a verdict on its own.
+core/tests/test_strict_warc.py holds it to that, record by record and over many corruptions of
+real WARCs.
 """
 
 from __future__ import annotations
@@ -31,29 +32,38 @@ import hashlib
 import os
 import re
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
-# Larger files are left to warcio, which streams them; this reader holds a file in memory.
+from warcio.recordloader import ArcWarcRecordLoader
+
+# Larger files are left to warcio, which streams them. This reader holds the file and one
+# decompressed member at a time: some MAX_FILE_BYTES + 2 * MAX_MEMBER_BYTES at most.
 MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_MEMBER_BYTES = 64 * 1024 * 1024  # decompressed, one record
-READ_CHUNK = 64 * 1024  # compressed bytes given to zlib at a time
-GZIP_MAGIC = b"\x1f\x8b"
+MAX_MEMBER_BYTES = 16 * 1024 * 1024  # decompressed, one record
+GZIP_CHUNK = 64 * 1024  # compressed bytes given to zlib at a time
+GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952 §2.3.1
 GZIP_WBITS = 31  # zlib's gzip framing: header, deflate data, CRC-32 and size checked at the end
 CRLF, END_OF_HEAD = b"\r\n", b"\r\n\r\n"
 WARC_VERSIONS = (b"WARC/1.0", b"WARC/1.1")
-# What warcio's HTTP parsers take as a status line or request line (warcio/recordloader.py).
-HTTP_VERSIONS = (b"HTTP/1.0 ", b"HTTP/1.1 ")
-METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "OPTIONS", "CONNECT", "PATCH")
-HTTP_METHODS = tuple(f"{method} ".encode() for method in METHODS)
-HTTP_RECORDS = ("response", "request", "revisit")  # the types warcio reads an HTTP head of
-HTTP_SCHEMES = ("http:", "https:")
+# warcio's own lists (warcio/recordloader.py), so that this reader stays in step with them:
+# the record types and URI schemes it reads an HTTP head of, and the status and request lines
+# its parsers take (they match in any case and without the space: this reader asks for both).
+HTTP_RECORDS = tuple(ArcWarcRecordLoader.HTTP_RECORDS)
+HTTP_SCHEMES = tuple(ArcWarcRecordLoader.HTTP_SCHEMES)
+STATUS_LINE_STARTS = tuple(f"{version} ".encode() for version in ArcWarcRecordLoader.HTTP_TYPES)
+REQUEST_LINE_STARTS = tuple(f"{verb} ".encode() for verb in ArcWarcRecordLoader.HTTP_VERBS)
 DIGEST_ALGORITHMS = ("sha1", "sha256")
 DIGITS = re.compile(rb"[0-9]+")
+# Bytes that Python's str methods take for whitespace and bytes methods do not: warcio decodes
+# each head line and strips it as text, so a head holding one could end or read differently.
+TEXT_ONLY_WHITESPACE = re.compile(rb"[\x1c-\x1f]")
 
 # The last file read, by path and a digest of its bytes, and what was read of it: finalizing
 # checks a WARC (core/folder/formats.py), then scans it for dedup (core/folder/revisits.py).
-_last_read: tuple[tuple[str, bytes], list[StrictRecord] | None] | None = None
+_last_read: tuple[tuple[str, bytes], tuple[StrictRecord, ...] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,7 @@ class StrictRecord:
     offset: int
     length: int
     rec_type: str
-    headers: dict[str, str]
+    headers: Mapping[str, str]
     http_status: str | None
     payload_length: int | None
     payload_sha256: str | None
@@ -81,15 +91,14 @@ class _NotStrict(Exception):
     """The file is not of the strict shape: warcio reads it."""
 
 
-def read_strict_warc(path: Path) -> list[StrictRecord] | None:
+def read_strict_warc(path: Path) -> tuple[StrictRecord, ...] | None:
     """Return every record of the WARC at ``path`` in order, or None when it is not a sound
     WARC of the strict shape (the module's docstring): empty, not gzip, cut short, corrupt, a
     digest that does not match, or anything warcio would read differently. Raises OSError for
     the disk.
 
-    The same bytes at the same path read again give the records read before (the same list:
-    do not change it), known by a BLAKE2b digest of the file, some 40 times faster to take than
-    reading the records.
+    The same bytes at the same path read again give the records read before, known by a
+    BLAKE2b digest of the file: some 25 times faster to take than reading the records.
     """
     global _last_read
     with open(path, "rb") as stream:
@@ -101,14 +110,16 @@ def read_strict_warc(path: Path) -> list[StrictRecord] | None:
         stream.seek(0)
         data = stream.read()
     key = (os.fspath(path), hashlib.blake2b(data, digest_size=32).digest())
-    if _last_read is not None and _last_read[0] == key:
-        return _last_read[1]
+    last = _last_read  # once: another thread may replace it meanwhile
+    if last is not None and last[0] == key:
+        return last[1]
     records = _read(memoryview(data))
     _last_read = (key, records)
     return records
 
 
-def _read(data: memoryview) -> list[StrictRecord] | None:
+def _read(data: memoryview) -> tuple[StrictRecord, ...] | None:
+    """The records of the gzip file ``data``, or None (see ``read_strict_warc``)."""
     records = []
     offset = 0
     try:
@@ -118,7 +129,7 @@ def _read(data: memoryview) -> list[StrictRecord] | None:
             offset += length
     except _NotStrict:
         return None
-    return records or None
+    return tuple(records) or None
 
 
 def _member(data: memoryview, offset: int) -> tuple[bytes, int]:
@@ -127,7 +138,7 @@ def _member(data: memoryview, offset: int) -> tuple[bytes, int]:
     parts, size, position = [], 0, offset
     try:
         while not decompressor.eof:
-            chunk = data[position : position + READ_CHUNK]
+            chunk = data[position : position + GZIP_CHUNK]
             if not chunk:
                 raise _NotStrict  # cut inside the member
             part = decompressor.decompress(chunk, MAX_MEMBER_BYTES + 1 - size)
@@ -163,13 +174,12 @@ def _record(member: bytes, offset: int, length: int) -> StrictRecord:
         uri = headers["warc-target-uri"] = uri[1:-1]  # wget's brackets, as warcio drops them
     if not rec_type or (uri is not None and " " in uri):
         raise _NotStrict  # warcio would percent-encode the spaces
-    # warcio reads an HTTP head where one may be (recordloader.py's load_http_headers).
-    has_http = (
-        rec_type in HTTP_RECORDS
-        and block_end > block_start
-        and uri is not None
-        and uri.startswith(HTTP_SCHEMES)
-    )
+    # warcio reads an HTTP head where one may be (recordloader.py's load_http_headers), and
+    # fails on a record of those types without a target URI.
+    may_have_http = rec_type in HTTP_RECORDS and block_end > block_start
+    if may_have_http and uri is None:
+        raise _NotStrict
+    has_http = may_have_http and uri.startswith(HTTP_SCHEMES)
     status, payload_start = None, block_start
     if has_http:
         status, payload_start = _http_head(rec_type, member, block_start, block_end)
@@ -182,7 +192,7 @@ def _record(member: bytes, offset: int, length: int) -> StrictRecord:
         offset=offset,
         length=length,
         rec_type=rec_type,
-        headers=headers,
+        headers=MappingProxyType(headers),
         http_status=status if rec_type == "response" else None,
         payload_length=len(payload) if has_http else None,
         payload_sha256=hashlib.sha256(payload).hexdigest() if has_http else None,
@@ -197,20 +207,23 @@ def _http_head(rec_type: str, member: bytes, start: int, end: int) -> tuple[str 
         raise _NotStrict
     first, *_headers = _lines(member[start:head_end])
     if rec_type == "request":
-        if not first.startswith(HTTP_METHODS):
+        if not first.startswith(REQUEST_LINE_STARTS):
             raise _NotStrict
         status = None
     else:
-        if not first.startswith(HTTP_VERSIONS):
+        if not first.startswith(STATUS_LINE_STARTS):
             raise _NotStrict
-        status = first[len(HTTP_VERSIONS[0]) :].strip().split(b" ", 1)[0].decode("latin-1")
+        _version, _space, rest = first.partition(b" ")
+        status = rest.strip().split(b" ", 1)[0].decode("ascii")
     return status, head_end + len(END_OF_HEAD)
 
 
 def _lines(head: bytes) -> list[bytes]:
-    """The lines of a head that ends before its empty line; each must be CRLF-ended, not blank
-    (warcio ends a head at a line of spaces) and no continuation line."""
+    """The lines of a head that ends before its empty line; each must be ASCII, CRLF-ended, not
+    blank (warcio ends a head at a line of spaces) and no continuation line."""
     if head.count(b"\n") != head.count(CRLF) or head.count(b"\r") != head.count(CRLF):
+        raise _NotStrict
+    if not head.isascii() or TEXT_ONLY_WHITESPACE.search(head):
         raise _NotStrict
     lines = head.split(CRLF)
     if any(not line.rstrip() or line[:1] in (b" ", b"\t") for line in lines):
@@ -226,11 +239,8 @@ def _fields(lines: list[bytes]) -> dict[str, str]:
         name, colon, value = line.partition(b":")
         if not colon:
             raise _NotStrict
-        try:
-            key = name.rstrip(b" \t").decode("utf-8").lower()
-            text = value.strip().decode("utf-8")
-        except UnicodeDecodeError:
-            raise _NotStrict from None
+        key = name.rstrip(b" \t").decode("ascii").lower()  # ASCII: _lines made sure
+        text = value.strip().decode("ascii")
         if key in fields:
             raise _NotStrict
         fields[key] = text

@@ -38,8 +38,7 @@ from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 from archive.privacy import FILE_MODE
 from core.folder.formats import check_warc
 from core.folder.manifest import TEMP_PREFIX
-from core.folder.strict_warc import StrictRecord, read_strict_warc
-from core.folder.wacz import GZIP_MAGIC, RECORD_END
+from core.folder.strict_warc import GZIP_MAGIC, RECORD_END, StrictRecord, read_strict_warc
 
 # WARC/1.1 §6.7.2 names the profile by version (warcio's RecordBuilder uses the same URIs).
 PROFILES = {

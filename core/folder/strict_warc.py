@@ -47,12 +47,13 @@ GZIP_CHUNK = 64 * 1024  # compressed bytes given to zlib at a time
 GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952 §2.3.1
 GZIP_WBITS = 31  # zlib's gzip framing: header, deflate data, CRC-32 and size checked at the end
 CRLF, END_OF_HEAD = b"\r\n", b"\r\n\r\n"
+RECORD_END = END_OF_HEAD  # after a record's block too (WARC 1.1 §4)
 WARC_VERSIONS = (b"WARC/1.0", b"WARC/1.1")
 # warcio's own lists (warcio/recordloader.py), so that this reader stays in step with them:
 # the record types and URI schemes it reads an HTTP head of, and the status and request lines
 # its parsers take (they match in any case and without the space: this reader asks for both).
-HTTP_RECORDS = tuple(ArcWarcRecordLoader.HTTP_RECORDS)
-HTTP_SCHEMES = tuple(ArcWarcRecordLoader.HTTP_SCHEMES)
+HTTP_RECORDS = ArcWarcRecordLoader.HTTP_RECORDS
+HTTP_SCHEMES = ArcWarcRecordLoader.HTTP_SCHEMES
 STATUS_LINE_STARTS = tuple(f"{version} ".encode() for version in ArcWarcRecordLoader.HTTP_TYPES)
 REQUEST_LINE_STARTS = tuple(f"{verb} ".encode() for verb in ArcWarcRecordLoader.HTTP_VERBS)
 DIGEST_ALGORITHMS = ("sha1", "sha256")
@@ -102,13 +103,11 @@ def read_strict_warc(path: Path) -> tuple[StrictRecord, ...] | None:
     """
     global _last_read
     with open(path, "rb") as stream:
-        if stream.read(2) != GZIP_MAGIC:
+        if os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
             return None
-        stream.seek(0, os.SEEK_END)
-        if stream.tell() > MAX_FILE_BYTES:
-            return None
-        stream.seek(0)
         data = stream.read()
+    if not data.startswith(GZIP_MAGIC):
+        return None
     key = (os.fspath(path), hashlib.blake2b(data, digest_size=32).digest())
     last = _last_read  # once: another thread may replace it meanwhile
     if last is not None and last[0] == key:
@@ -166,7 +165,7 @@ def _record(member: bytes, offset: int, length: int) -> StrictRecord:
         raise _NotStrict
     block_start = head_end + len(END_OF_HEAD)
     block_end = block_start + int(declared)
-    if member[block_end:] != END_OF_HEAD:  # a record runs on, is cut short, or two share it
+    if member[block_end:] != RECORD_END:  # a record runs on, is cut short, or two share it
         raise _NotStrict
     rec_type = headers.get("warc-type", "")
     uri = headers.get("warc-target-uri")

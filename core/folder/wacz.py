@@ -57,6 +57,7 @@ from warcio.warcwriter import WARCWriter
 from core.extractors.registry import find_extractor
 from core.folder.manifest import TEMP_PREFIX, payload_files
 from core.folder.pywacz_worker import CHECK_CONTENTS, JobEnd, shared_worker
+from core.folder.strict_warc import GZIP_MAGIC, RECORD_END
 
 WACZ_NAME = "snapshot.wacz"
 SCREENSHOT_PATH = "screenshot/screenshot.png"
@@ -66,8 +67,6 @@ SCREENSHOT_KIND = "fullPage"
 # warcio's level 9 was a third of finalizing's Python time (py-spy, issue 18) for no bytes saved.
 SCREENSHOT_WARC = "screenshots.warc"
 WARC_SUFFIXES = (".warc.gz", ".warc")
-GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952 §2.3.1
-RECORD_END = b"\r\n\r\n"
 # Records a page can be replayed from (the ones py-wacz's indexer matches pages against).
 PAGE_RECORD_TYPES = ("response", "resource", "revisit")
 # WACZ 1.1.1, "pages/pages.jsonl": a header line, then one JSON object per page.

@@ -187,6 +187,11 @@ def _content_length(record: bytes, change: int) -> bytes:
     return record[: found.start(1)] + str(length).encode() + record[found.end(1) :]
 
 
+# Bytes that make a line blank for warcio, which strips each head line as text (bytes.rstrip()
+# keeps the last two): warcio ends an HTTP head at a line of one of them.
+WHITESPACE = {"a form feed": b"\x0c", "a no-break space": b"\xa0", "a file separator": b"\x1c"}
+
+
 def corruptions(data: bytes) -> dict[str, bytes]:
     """Variants of the gzip WARC ``data``, each wrong (or merely unusual) in one way."""
     records = members(data)
@@ -216,15 +221,6 @@ def corruptions(data: bytes) -> dict[str, bytes]:
         ),
         "LF LF in the HTTP head": joined(
             _edit_first(records, response, lambda r: _in_block(r, b"\r\n", b"\n\n\r\n"))
-        ),
-        "line of a form feed in the HTTP head": joined(
-            _edit_first(records, response, lambda r: _in_block(r, b"\r\n", b"\r\n\x0c\r\n"))
-        ),
-        "line of a no-break space in the HTTP head": joined(
-            _edit_first(records, response, lambda r: _in_block(r, b"\r\n", b"\r\n\xa0\r\n"))
-        ),
-        "line of a file separator in the HTTP head": joined(
-            _edit_first(records, response, lambda r: _in_block(r, b"\r\n", b"\r\n\x1c\r\n"))
         ),
         "no-break space after the WARC-Type": joined(
             _edit_first(
@@ -278,6 +274,11 @@ def corruptions(data: bytes) -> dict[str, bytes]:
             )
         ),
     }
+    for space, byte in WHITESPACE.items():
+        line = b"\r\n" + byte + b"\r\n"
+        variants[f"line of {space} in the HTTP head"] = joined(
+            _edit_first(records, response, lambda r, line=line: _in_block(r, b"\r\n", line))
+        )
     step = max(len(data) // 23, 1)
     for offset in range(3, len(data), step):
         variants[f"cut at {offset}"] = data[:offset]

@@ -103,11 +103,10 @@ def read_strict_warc(path: Path) -> tuple[StrictRecord, ...] | None:
     """
     global _last_read
     with open(path, "rb") as stream:
-        if os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
+        magic = stream.read(len(GZIP_MAGIC))
+        if magic != GZIP_MAGIC or os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
             return None
-        data = stream.read()
-    if not data.startswith(GZIP_MAGIC):
-        return None
+        data = magic + stream.read()
     key = (os.fspath(path), hashlib.blake2b(data, digest_size=32).digest())
     last = _last_read  # once: another thread may replace it meanwhile
     if last is not None and last[0] == key:

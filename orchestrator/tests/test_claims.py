@@ -270,8 +270,14 @@ from orchestrator.claims import claim_next
 connection.ensure_connection()
 print("ready", flush=True)
 sys.stdin.readline()  # everyone starts at once
-while (record := claim_next(ArchiveResult, lease_seconds=lambda r: 600)) is not None:
-    print(record.pk, flush=True)
+# A claim that lost every candidate it read to the others returns None while work is left, as
+# an actor's would (it waits for the next ping): go on until nothing is claimable.
+while True:
+    record = claim_next(ArchiveResult, lease_seconds=lambda r: 600)
+    if record is not None:
+        print(record.pk, flush=True)
+    elif not ArchiveResult.objects.claimable().exists():
+        break
 """
 
 

@@ -330,14 +330,22 @@ def files_holding(marker: bytes, since: float) -> list[Path]:
     """Files changed since ``since`` (a time.time()) under DATA_DIR, the temporary folder and
     ~/Downloads (where Chromium and Playwright would keep a download) whose first 64 KiB hold
     ``marker``. find(1) lists them: the temporary folder holds every earlier test's files, and
-    walking them in Python took seconds a call."""
+    walking them in Python took seconds a call. Raises AssertionError when find fails other than
+    on a file that vanished or a folder it may not read, so that no failure reads as none found."""
     roots = (Path(django_settings.DATA_DIR), Path(tempfile.gettempdir()), Path.home() / "Downloads")
     listed = subprocess.run(
-        ["find", *(str(root) for root in roots if root.is_dir()), "-type", "f",
+        ["find", "-H", *(str(root) for root in roots if root.is_dir()), "-type", "f",
          "-newermt", f"@{since}", "-print0"],
         capture_output=True,
         check=False,
+        env={**os.environ, "LC_ALL": "C"},  # its messages in English, as read below
     )  # fmt: skip
+    problems = [
+        line
+        for line in listed.stderr.decode(errors="replace").splitlines()
+        if not line.endswith(("No such file or directory", "Permission denied"))
+    ]
+    assert not problems, problems
     found = []
     for name in filter(None, listed.stdout.split(b"\0")):
         path = Path(os.fsdecode(name))

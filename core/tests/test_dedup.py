@@ -389,23 +389,25 @@ def test_a_revisit_only_page_replays_in_chromium(dedup_site, live_server, rf) ->
 
     from playwright.sync_api import expect
 
+    def rule_count() -> int:
+        return page.locator("body").evaluate(
+            "() => [...document.styleSheets].reduce((n, s) => n + s.cssRules.length, 0)"
+        )
+
     with staff_browser(live_server) as (context, _session):
         tab = context.new_page()
         tab.goto(link)
         page = replayed(tab)
-        # Each check retries until it holds or 60 s pass: ReplayWeb.page streams the page into
-        # its frame, and a heading read at once was once found still empty under load.
-        expect(page.locator("#heading")).to_have_text("Stored once", timeout=60_000)
-        # The logo's payload came from the first capture's record...
-        expect(page.locator("img")).to_have_js_property("naturalWidth", 48, timeout=60_000)
-        # ...and so did the stylesheet's.
-        count_rules = "() => [...document.styleSheets].reduce((n, s) => n + s.cssRules.length, 0)"
-        wait_until(lambda: page.locator("body").evaluate(count_rules) >= 60, seconds=60)
-        rules = page.locator("body").evaluate(count_rules)
-        shot = artifact_path("replay/dedup-revisit-only.png")
-        tab.screenshot(path=shot)
-
-    assert rules >= 60
+        try:
+            # Each check retries until it holds or 60 s pass: ReplayWeb.page streams the page
+            # into its frame, and a heading read at once was once found still empty under load.
+            expect(page.locator("#heading")).to_have_text("Stored once", timeout=60_000)
+            # The logo's payload came from the first capture's record...
+            expect(page.locator("img")).to_have_js_property("naturalWidth", 48, timeout=60_000)
+            # ...and so did the stylesheet's.
+            assert wait_until(lambda: rule_count() >= 60, seconds=60), rule_count()
+        finally:
+            tab.screenshot(path=artifact_path("replay/dedup-revisit-only.png"))
 
 
 # --- outputs that differ only in their tool's time stamp -----------------------------------------

@@ -108,12 +108,17 @@ def claim_next_with_companions(
                     return claimed
         return []
     if admit is None:
-        for candidate in _candidates(model, fields, now, limit):
-            # An immediate transaction on SQLite (archive/settings.py): no other claim comes
-            # between the record's and its companions'.
-            with transaction.atomic():
-                if _compare_and_set(candidate, now + timedelta(seconds=lease_seconds(candidate))):
-                    return load(candidate.pk)
+        # Read without the write lock, every candidate may be lost to other actors' claims
+        # before its own: read again until one is won or none is left, so that [] means
+        # nothing is due. Each lost candidate was another claim's win, so this ends.
+        while candidates := _candidates(model, fields, now, limit):
+            for candidate in candidates:
+                # An immediate transaction on SQLite (archive/settings.py): no other claim
+                # comes between the record's and its companions'.
+                with transaction.atomic():
+                    lease_end = now + timedelta(seconds=lease_seconds(candidate))
+                    if _compare_and_set(candidate, lease_end):
+                        return load(candidate.pk)
         return []
     # Candidates that may be refused are read under the write lock too: what the claim's
     # filter counts then stays true until the admission, which refuses only what the filter

@@ -25,7 +25,7 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
-from orchestrator.claims import claim_next
+from orchestrator.claims import CANDIDATES_PER_CLAIM, claim_next
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -256,6 +256,28 @@ def test_a_candidate_whose_state_changed_after_the_read_is_not_claimed() -> None
     assert record.retry_at == read_at
 
 
+def test_a_claim_that_loses_every_candidate_it_read_reads_again() -> None:
+    """Other actors win each candidate of the first read: the claim takes the next due record
+    rather than report none (on a loaded machine a race worker once quit so, early)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("on PostgreSQL the candidate is row-locked (SKIP LOCKED) before the lease")
+    records = [make_result(ago=100 - n) for n in range(CANDIDATES_PER_CLAIM + 1)]
+    theirs = timezone.now() + timedelta(seconds=99)
+    lost = records[:CANDIDATES_PER_CLAIM]
+
+    def someone_else_claims_the_first_read(record) -> float:
+        if record.pk in {r.pk for r in lost}:
+            ArchiveResult.objects.filter(pk=record.pk).update(retry_at=theirs)
+        return LEASE
+
+    claimed = claim_next(ArchiveResult, lease_seconds=someone_else_claims_the_first_read)
+
+    assert claimed is not None and claimed.pk == records[-1].pk
+    assert set(
+        ArchiveResult.objects.filter(pk__in=[r.pk for r in lost]).values_list("retry_at", flat=True)
+    ) == {theirs}
+
+
 # --- races between real processes ----------------------------------------------------------------
 
 WORKER = """
@@ -270,14 +292,8 @@ from orchestrator.claims import claim_next
 connection.ensure_connection()
 print("ready", flush=True)
 sys.stdin.readline()  # everyone starts at once
-# A claim that lost every candidate it read to the others returns None while work is left, as
-# an actor's would (it waits for the next ping): go on until nothing is claimable.
-while True:
-    record = claim_next(ArchiveResult, lease_seconds=lambda r: 600)
-    if record is not None:
-        print(record.pk, flush=True)
-    elif not ArchiveResult.objects.claimable().exists():
-        break
+while (record := claim_next(ArchiveResult, lease_seconds=lambda r: 600)) is not None:
+    print(record.pk, flush=True)
 """
 
 

@@ -59,13 +59,20 @@ def out_dir(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _remove_session_data_dir() -> Iterator[None]:
-    """Remove the DATA_DIR made by archive/settings_for_tests.py (unless VELLUM_KEEP_TEST_DATA)."""
-    yield
+def pytest_configure(config: pytest.Config) -> None:
+    """Make the (empty) STATIC_ROOT once per test process, before collection (a module may make
+    a WSGI handler as it is imported). WhiteNoise warns for each handler when it is missing; the
+    tests serve static files from the apps' folders (no collectstatic). Not made by the test
+    settings, which every actor subprocess of a test loads too."""
+    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the DATA_DIR made by archive/settings_for_tests.py (unless VELLUM_KEEP_TEST_DATA):
+    a pytest-xdist worker its own folder, the controller (or a run without workers) the whole."""
     made_here = os.environ.get("VELLUM_TEST_DATA_DIR_CREATED")
     if made_here and not os.environ.get("VELLUM_KEEP_TEST_DATA"):
-        shutil.rmtree(settings.DATA_DIR, ignore_errors=True)
+        shutil.rmtree(os.environ["DATA_DIR"], ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -80,7 +87,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With ``--database-only``, deselect the tests that use no database. With DATABASE_URL
     pointing at a PostgreSQL server that does not answer, skip every test that needs the
-    database, saying why, instead of failing each one with a connection error."""
+    database, saying why, instead of failing each one with a connection error. The files
+    that hold slow tests go first (``_slow_files_first``)."""
+    _slow_files_first(items)
     if config.getoption("--database-only"):
         used = {item.nodeid: _uses_database(item) for item in items}
         unused = [item for item in items if not used[item.nodeid]]
@@ -96,6 +105,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _uses_database(item):
             item.add_marker(skip)
+
+
+def _slow_files_first(items: list[pytest.Item]) -> None:
+    """Move the tests of the files that hold a ``slow`` test ahead of the others, in the order
+    they had (pytest-django's, database tests first: its hook runs before this one). Under
+    pytest-xdist (.ci/test: --dist loadfile, with --no-loadscope-reorder, which keeps this order
+    rather than taking the files with the most tests first) the workers then take the long
+    files early and even out the end on the many short ones, instead of one worker running a
+    long file alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: False (slow) first
 
 
 def _uses_database(item: pytest.Item) -> bool:

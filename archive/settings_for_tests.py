@@ -12,6 +12,16 @@ if "DATA_DIR" not in os.environ:
     os.environ["DATA_DIR"] = tempfile.mkdtemp(prefix="vellum-test-")
     os.environ["VELLUM_TEST_DATA_DIR_CREATED"] = "1"  # conftest.py removes it afterwards
 
+# Under pytest-xdist (`pytest -n 2`, .ci/test) each worker inherits the controller's DATA_DIR:
+# it takes a folder of its own inside it, so that workers never share a test database, a
+# signing key or a browser profile, and tests that count "their" Chromium or actor processes
+# by DATA_DIR count only their worker's. The subprocesses a worker starts inherit the worker's
+# folder (and its name), and keep it.
+if os.environ.get("PYTEST_XDIST_WORKER", "") not in ("", os.environ.get("VELLUM_TEST_WORKER")):
+    os.environ["VELLUM_TEST_WORKER"] = os.environ["PYTEST_XDIST_WORKER"]
+    os.environ["DATA_DIR"] = os.path.join(os.environ["DATA_DIR"], os.environ["VELLUM_TEST_WORKER"])
+    os.makedirs(os.environ["DATA_DIR"], mode=0o700, exist_ok=True)  # as mkdtemp makes it
+
 # Tests never sleep through production backoffs or polls; a test may still set its own.
 os.environ.setdefault("BACKOFF_BASE", "0.2")
 os.environ.setdefault("BACKOFF_CAP", "2")

@@ -17,6 +17,7 @@ that is still waiting.
 
 from __future__ import annotations
 
+import os
 import time
 from http import HTTPStatus
 
@@ -94,7 +95,9 @@ document.getElementById("get").click();
 location.href = "/attachment?navigation";
 </script>
 """
-ATTACHMENT_MARKER = b"ATTACHMENT-BODY-"
+# With the id of the process that serves it: a site in the other pytest-xdist worker (the full
+# profile's crawl of /downloads.html) sends another, and its downloads never count as ours.
+ATTACHMENT_MARKER = f"ATTACHMENT-BODY-{os.getpid()}-".encode()
 REDIRECT_TARGETS = {
     "javascript": "javascript:document.write('REDIRECTED-TO-JAVASCRIPT')",
     "file": "file:///etc/passwd",

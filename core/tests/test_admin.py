@@ -28,10 +28,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def own_data_dir(settings, tmp_path: Path) -> None:
-    """A DATA_DIR of the test's own (settings_for_tests.py serves static files unhashed)."""
+    """A DATA_DIR of the test's own (settings_for_tests.py serves static files unhashed; the
+    empty STATIC_ROOT WhiteNoise wants is made by conftest.py)."""
     settings.DATA_DIR = tmp_path
     settings.ARCHIVE_DIR = tmp_path / "archive"
-    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # whitenoise wants it
 
 
 class Archive:

@@ -389,8 +389,9 @@ def test_a_revisit_only_page_replays_in_chromium(dedup_site, live_server, rf) ->
 
     from playwright.sync_api import expect
 
-    def rule_count() -> int:
-        return page.locator("body").evaluate(
+    def rule_count(frame) -> int:
+        """The CSS rules of every stylesheet of the document in ``frame`` (a FrameLocator)."""
+        return frame.locator("body").evaluate(
             "() => [...document.styleSheets].reduce((n, s) => n + s.cssRules.length, 0)"
         )
 
@@ -405,7 +406,7 @@ def test_a_revisit_only_page_replays_in_chromium(dedup_site, live_server, rf) ->
             # The logo's payload came from the first capture's record...
             expect(page.locator("img")).to_have_js_property("naturalWidth", 48, timeout=60_000)
             # ...and so did the stylesheet's.
-            assert wait_until(lambda: rule_count() >= 60, seconds=60), rule_count()
+            assert wait_until(lambda: rule_count(page) >= 60, seconds=60), rule_count(page)
         finally:
             tab.screenshot(path=artifact_path("replay/dedup-revisit-only.png"))
 

@@ -102,8 +102,9 @@ def test_an_archived_page_cannot_read_the_session_or_use_the_api(live_server, th
 
 # Replay runs the archived page's scripts (that is what replay is for): here they try to read
 # the session and to hold the queue through the API, relatively and at the app's own address.
+REPLAYED_HEADING = "Parchment and vellum, replayed"
 REPLAYED_HTML = """<!doctype html><html><head><title>replayed page</title></head><body>
-<h1>Parchment and vellum, replayed</h1><pre id="report">scripts did not run</pre>
+<h1>HEADING</h1><pre id="report">scripts did not run</pre>
 <script>
 const report = ['ran', 'cookie=' + document.cookie];
 const hold = url => fetch(url, {method: 'POST', credentials: 'include',
@@ -112,7 +113,7 @@ const hold = url => fetch(url, {method: 'POST', credentials: 'include',
 Promise.all([hold('/api/v1/queue/hold'), hold('APP/api/v1/queue/hold')])
   .then(answers => { document.getElementById('report').textContent =
                      report.concat(answers).join('; '); });
-</script></body></html>"""
+</script></body></html>""".replace("HEADING", REPLAYED_HEADING)
 
 
 @pytest.fixture
@@ -145,6 +146,8 @@ def test_a_replayed_page_runs_on_the_replay_host_without_the_session(
     """The snapshot page links to ReplayWeb.page on replay.localhost (the default replay host
     for an archive opened on localhost); the page replays, its scripts run, and they neither
     see the staff session nor get the API to act."""
+    from playwright.sync_api import expect
+
     from archive.testing import artifact_path
 
     with staff_browser(live_server) as (context, session):
@@ -156,7 +159,7 @@ def test_a_replayed_page_runs_on_the_replay_host_without_the_session(
             replay_link.click()
         replay = opened.value
         archived = replay.frame_locator("replay-web-page iframe").frame_locator("iframe")
-        heading = archived.locator("h1").inner_text(timeout=60_000)
+        expect(archived.locator("h1")).to_have_text(REPLAYED_HEADING, timeout=60_000)
         report = archived.locator("#report")
         report.filter(has_text="api").wait_for(timeout=30_000)
         report_text = report.inner_text()
@@ -168,7 +171,6 @@ def test_a_replayed_page_runs_on_the_replay_host_without_the_session(
 
     own_host = f"{replayed_snapshot.pk.hex}.replay.localhost"  # the snapshot's own origin
     assert replay_url.startswith(live_server.url.replace("localhost", own_host) + "/replay/")
-    assert heading == "Parchment and vellum, replayed"
     assert report_text.startswith("ran; cookie=")  # replay does run the page's scripts
     assert session not in report_text and "sessionid" not in report_text
     assert "api 200" not in report_text

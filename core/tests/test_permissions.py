@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.core import serializers
 from django.test import Client
 from django.urls import reverse
 
@@ -172,11 +171,14 @@ def api_client(kind: str) -> Client:
     return Client(headers={"Authorization": f"Bearer {key}"})
 
 
-def db_state() -> str:
-    """Every row of every model but the tokens (whose last use is recorded) and sessions."""
+def db_state() -> dict[str, list[tuple]]:
+    """Every row of every table but the tokens' (whose last use is recorded) and the sessions',
+    as tuples of column values by model label; the many-to-many tables too (auto-created
+    models). values_list rather than Django's serializers: this runs twice a test, and the
+    file took 68.0 s instead of 73.6 s on PostgreSQL."""
     skipped = {ApiToken, apps.get_model("sessions", "Session")}
-    models = [model for model in apps.get_models() if model not in skipped]
-    return "".join(serializers.serialize("json", model.objects.order_by("pk")) for model in models)
+    models = [model for model in apps.get_models(include_auto_created=True) if model not in skipped]
+    return {model._meta.label: list(model.objects.order_by("pk").values_list()) for model in models}
 
 
 def disk_state(root: Path) -> list[tuple[str, int, int]]:

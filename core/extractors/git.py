@@ -9,6 +9,7 @@ credentials, into ``<out_dir>/<name>.git``; git's messages go to ``git.log``.
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -315,9 +316,11 @@ class GitExtractor(Extractor):
             env = {**GIT_ENV, **persona_config(self.credentials, cookies)}
             done, output = self.run_tool("git", cmd, out_dir, log_name=LOG_NAME, env=env)
         if output.outcome is not Outcome.SUCCEEDED:  # timed out, or wrote too much
+            _remove_half_made(out_dir / mirror)
             return output
         log = (out_dir / LOG_NAME).read_text(encoding="utf-8", errors="replace")
         if TOO_LARGE_LOG.search(log):
+            _remove_half_made(out_dir / mirror)
             output.outcome, output.error = too_large_reason(settings.MAX_DOWNLOAD_BYTES)
         elif done.exit_code != 0:
             # What the egress proxy met (a refusal, a host that did not answer) is why, not
@@ -352,6 +355,12 @@ class GitExtractor(Extractor):
             )
         cloned.outcome, cloned.error = Outcome.SKIPPED, f"git: {url} is an empty repository"
         return cloned
+
+
+def _remove_half_made(mirror: Path) -> None:
+    """Delete what a clone that failed left of ``mirror``: git removes it itself when a clone
+    fails, but not when it is killed (its timeout, or the byte limit's watcher)."""
+    shutil.rmtree(mirror, ignore_errors=True)
 
 
 def _not_a_repository(result: FetchResult) -> ExtractorOutput:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from django.conf import settings
 
-from core.extractors.behaviours import WATCH_SCRIPT
+from core.extractors.behaviours import DIALOG_SCRIPT, WATCH_SCRIPT
 from core.extractors.credentials import Credentials
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, on_shutdown
@@ -258,16 +258,17 @@ class Browser:
         ``load`` depends on: the snapshot asking, the crawl's behaviour options) within
         VISIT_REUSE_SECONDS of the last capture captures the page already loaded instead of
         loading it again (a snapshot's browser outputs, which one actor claims together and
-        runs one after the other, then come from one visit). Every ``alert``, ``confirm``,
-        ``prompt`` or ``beforeunload`` dialog a page of the context opens is dismissed at once,
-        so that no page can block its capture, and every other page it opens
-        (``window.open``, a link to ``_blank``) is closed as soon as it opens (how many were is
-        logged when the visit ends). ``timeout`` (seconds) is the deadline for all of it:
-        Playwright's own timeouts are set to it, and when it passes anyway (a call without a
-        timeout of its own, such as ``page.pdf``, on a hung renderer) the browser is killed and
-        DeadlineMissed raised. Whatever ``load`` or ``capture`` raise (Playwright's errors
-        included) is raised here. ``credentials`` (a persona's) give the context its cookies (a
-        storage state) and extra headers; a page loaded with others is not reused.
+        runs one after the other, then come from one visit). ``alert``, ``confirm`` and
+        ``prompt`` answer in the page as dismissed (DIALOG_SCRIPT), and any dialog that still
+        opens (``beforeunload``, or one from a frame the script missed) is dismissed at once,
+        so that no page can block its capture; every other page it opens (``window.open``, a
+        link to ``_blank``) is closed as soon as it opens (how many were is logged when the
+        visit ends). ``timeout`` (seconds) is the deadline for all of it: Playwright's own
+        timeouts are set to it, and when it passes anyway (a call without a timeout of its own,
+        such as ``page.pdf``, on a hung renderer) the browser is killed and DeadlineMissed
+        raised. Whatever ``load`` or ``capture`` raise (Playwright's errors included) is raised
+        here. ``credentials`` (a persona's) give the context its cookies (a storage state) and
+        extra headers; a page loaded with others is not reused.
         """
         signed_in = credentials.fingerprint if credentials else None
         job = self._thread.submit(
@@ -312,6 +313,7 @@ class Browser:
             )
             Recorder.attach(context)
             context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
+            context.add_init_script(DIALOG_SCRIPT)  # dialogs answered in the page, at once
             context.on("dialog", _dismiss_dialog)
             page = context.new_page()
             popups = _Popups(key[0], page)

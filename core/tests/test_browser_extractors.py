@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 from bs4 import BeautifulSoup
 from django.conf import settings as django_settings
-from PIL import Image
+from PIL import Image, ImageChops
 
 from archive.testing import chromium_pids, process_cmdline, unused_port, wait_until
 from core.extractors import browser as browser_module
@@ -88,6 +88,22 @@ def test_screenshot_is_a_png_of_the_whole_page(live_site: LiveSite, tmp_path: Pa
     assert by_count[0][1] == STYLE_BLUE
     assert len(by_count) > 10  # text antialiasing: far more than one flat colour
     assert BACKGROUND_PNG  # the colour above comes from this image, served by the site
+
+
+def test_a_screenshot_encoded_for_speed_has_the_same_pixels_in_more_bytes(
+    live_site: LiveSite, tmp_path: Path, settings
+) -> None:
+    shots = {}
+    for fast in (False, True):
+        settings.SCREENSHOT_OPTIMIZE_FOR_SPEED = fast
+        output = run(ScreenshotExtractor(), live_site.url("/"), tmp_path / str(fast))
+        assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+        shots[fast] = tmp_path / str(fast) / output.output
+
+    with Image.open(shots[True]) as fast, Image.open(shots[False]) as small:
+        assert fast.format == "PNG" and fast.size == small.size
+        assert ImageChops.difference(fast.convert("RGB"), small.convert("RGB")).getbbox() is None
+    assert shots[True].stat().st_size > shots[False].stat().st_size  # Chromium did as told
 
 
 def test_pdf_opens_and_holds_the_page_text(live_site: LiveSite, tmp_path: Path) -> None:

@@ -162,6 +162,10 @@ class Browser:
         self.command = chromium_command(chromium, self.user_data_dir)
         self.pages = 0
         self.pid: int | None = None
+        # Set by kill(): for a moment after SIGKILL the process still runs (the kernel is
+        # tearing it down) and Playwright's connection reads as connected until its thread next
+        # runs, so neither can tell the next capture that this browser is gone.
+        self._killed = False
         self._playwright = None
         self._context = None  # the persistent context Playwright launched the browser with
         self._connection = None
@@ -234,6 +238,7 @@ class Browser:
         """True while Chromium runs and Playwright is connected to it."""
         return (
             self.pid is not None
+            and not self._killed
             and _running(self.pid)
             and self._connection is not None
             and self._connection.is_connected()
@@ -355,7 +360,9 @@ class Browser:
             _close_context(page)
 
     def kill(self) -> None:
-        """SIGKILL Chromium's whole process group (a deadline was missed)."""
+        """SIGKILL Chromium's whole process group (a deadline was missed); from then on the
+        browser is not ``alive``."""
+        self._killed = True
         if self.pid is not None and _running(self.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)

@@ -281,6 +281,21 @@ def test_a_crashed_browser_is_replaced(live_site: LiveSite, tmp_path: Path) -> N
     assert shared_browser() is not first
 
 
+def test_a_browser_killed_at_a_deadline_is_replaced_by_the_next_capture(
+    live_site: LiveSite, tmp_path: Path
+) -> None:
+    # No wait between the kill and the next capture, as in an actor: for a moment after SIGKILL
+    # Chromium's process still runs and Playwright's connection still reads as connected.
+    first = shared_browser()
+    first.kill()
+
+    output = run(DomExtractor(), live_site.url("/"), tmp_path)
+
+    assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
+    assert shared_browser() is not first
+    assert not first.alive
+
+
 def test_chromium_missing_is_skipped(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr("core.extractors.process.PROJECT_BIN_DIRS", ())

@@ -9,7 +9,9 @@ not yet see the row.
 
 The embedded default needs no server: each listener (the orchestrator; an actor while it waits
 for work) owns a FIFO in ``DATA_DIR/run/<host>/wake/`` named ``<topic>.<pid>.<token>``, where the
-topic is ``all`` for an orchestrator and the kind (``archiveresult``) for an actor. A ping writes
+topic is ``all`` for an orchestrator, the kind (``archiveresult``) for an actor and ``watch``
+for a command that waits for a crawl an orchestrator already running archives (``add --wait``,
+orchestrator/handover.py): it takes ``final`` pings only. A ping writes
 one line (``due crawl``) to every FIFO whose topic takes it, without blocking: a full FIFO already
 holds a wake-up. A FIFO nobody reads any more (its process was killed) refuses the write
 (ENXIO), and the writer removes it. The folder is per host because a FIFO carries data only
@@ -45,6 +47,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 ALL = "all"  # the orchestrator's topic: every ping
+WATCH = "watch"  # the topic of a command waiting for a crawl to end: final pings only
 CHANNEL = "vellum_wake"  # PostgreSQL's LISTEN/NOTIFY channel
 DUE = "due"
 FINAL = "final"
@@ -70,9 +73,9 @@ def notify_due(*kinds: str) -> None:
 
 
 def notify_final(kind: str) -> None:
-    """Tell orchestrators that a record of ``kind`` reached a final state (a crawl that
-    ``add --wait`` waits for, a snapshot a held-back one waits for), or was held; sent on
-    commit."""
+    """Tell orchestrators and watching commands that a record of ``kind`` reached a final state
+    (a crawl that ``add --wait`` waits for, a snapshot a held-back one waits for), or was held;
+    sent on commit."""
     _notify_database(FINAL, kind)
     transaction.on_commit(lambda: ping(FINAL, kind), robust=True)
 
@@ -89,32 +92,62 @@ def _notify_database(event: str, kind: str) -> None:
 def ping(event: str, kind: str, *, orchestrators: bool = True) -> int:
     """Write ``"<event> <kind>"`` to every listener on this machine that takes it: orchestrators
     (unless ``orchestrators`` is false: an orchestrator passing a ping on to its actors),
-    and actors of ``kind`` for ``due``. Return how many were written to.
+    actors of ``kind`` for ``due``, and watching commands for ``final``. Return how many were
+    written to.
 
     Never blocks and never raises: a folder that does not exist means nobody listens. A FIFO
     whose reader is gone is removed.
     """
-    folder = wake_dir()
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return 0
     message = f"{event} {kind}\n".encode()
     sent = 0
-    for name in names:
+    for name in _listener_names():
         topic = name.split(".", 1)[0]
-        if (topic == ALL and orchestrators) or (event == DUE and topic == kind):
-            sent += _write(folder / name, message)
+        if (
+            (topic == ALL and orchestrators)
+            or (event == DUE and topic == kind)
+            or (event == FINAL and topic == WATCH)
+        ):
+            sent += _write(wake_dir() / name, message)
     return sent
 
 
-def _write(path: Path, message: bytes) -> int:
+def listening_orchestrators() -> list[int]:
+    """Return the process ids of the orchestrators listening on this machine now (their FIFO
+    has a reader), lowest first; the FIFO of one that no longer runs is removed. Orchestrators
+    of other machines sharing DATA_DIR are not seen: their FIFOs are in their own folders."""
+    pids = []
+    for name in _listener_names():
+        topic, _, rest = name.partition(".")
+        fd = _open_for_writing(wake_dir() / name) if topic == ALL else None
+        if fd is not None:
+            os.close(fd)  # nothing written: the orchestrator is not woken
+            pids.append(int(rest.split(".", 1)[0]))
+    return sorted(pids)
+
+
+def _listener_names() -> list[str]:
+    """The names of this machine's FIFOs (none when the folder does not exist yet)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        return os.listdir(wake_dir())
+    except OSError:
+        return []
+
+
+def _open_for_writing(path: Path) -> int | None:
+    """Open the FIFO ``path`` for writing without blocking; None when it has no reader (its
+    listener's process is gone: the FIFO is removed) or cannot be opened."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
     except OSError as error:
         if error.errno == errno.ENXIO:  # nobody has it open for reading: a dead listener's
             with contextlib.suppress(OSError):
                 path.unlink()
+        return None
+
+
+def _write(path: Path, message: bytes) -> int:
+    fd = _open_for_writing(path)
+    if fd is None:
         return 0
     try:
         os.write(fd, message)

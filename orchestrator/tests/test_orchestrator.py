@@ -7,6 +7,7 @@ would: ``list --json``, ``status --json``, the snapshot folders and the logs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -501,3 +502,125 @@ def test_a_killed_actor_is_recovered_when_its_lease_runs_out(
     )
     assert_folder_is_complete(row)
     assert_idle(vellum.status())
+
+
+# --- (g) an orchestrator already running (orchestrator/handover.py) ------------------------------
+
+
+def start_orchestrator(vellum: Vellum, **env: str) -> subprocess.Popen:
+    """Start ``manage.py orchestrator``, as supervisord keeps one, and return it once it
+    listens (it logs its start after making its FIFO)."""
+    process = vellum.start("orchestrator", **env)
+    wait_for(
+        lambda: (
+            process.poll() is not None or "orchestrator started" in vellum.log("orchestrator.log")
+        ),
+        timeout=30,
+        what="the orchestrator to start",
+    )
+    assert process.poll() is None, process.communicate()
+    return process
+
+
+def end(process: subprocess.Popen) -> None:
+    """Stop an orchestrator as supervisord does (TERM), or kill it if it does not stop."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            stop(process)
+
+
+def orchestrators_started(vellum: Vellum) -> list[int]:
+    """The pids of the orchestrators that started in this installation, in order."""
+    return [int(pid) for pid in re.findall(r"orchestrator started \(pid (\d+)\)",
+                                           vellum.log("orchestrator.log"))]  # fmt: skip
+
+
+def wait_until_sealed(vellum: Vellum, *, crawls: int) -> None:
+    """Wait until ``crawls`` crawls are sealed (by an orchestrator the test started)."""
+    wait_for(
+        lambda: vellum.status()["crawl"].get("sealed") == crawls,
+        timeout=CRAWL_TIMEOUT,
+        what=f"{crawls} crawl(s) sealed",
+    )
+
+
+def handed_over(vellum: Vellum) -> bool:
+    return "left to the orchestrator" in vellum.log("orchestrator.log")
+
+
+def test_add_wait_leaves_the_crawl_to_the_orchestrator_already_running(
+    vellum: Vellum, live_site: LiveSite
+) -> None:
+    env = {"EXTRACTORS": "wget,title"}
+    resident = start_orchestrator(vellum, **env)
+    try:
+        queued = vellum.manage("add", live_site.url("/page2.html"), **env)
+        done = vellum.manage("add", "--wait", live_site.url("/page3.html"),
+                             timeout=CRAWL_TIMEOUT, **env)  # fmt: skip
+        still_running = resident.poll() is None
+        wait_until_sealed(vellum, crawls=2)  # the one queued without --wait too
+    finally:
+        end(resident)
+
+    running = f"The orchestrator running on this machine (pid {resident.pid})"
+    assert f"{running} archives it." in queued.stdout
+    assert done.returncode == 0, done.stderr
+    assert f"{running} archives crawl 2; waiting for it." in done.stdout
+    assert "Crawl 2 sealed" in done.stdout
+    assert still_running  # it goes on, as supervisord's would
+    assert orchestrators_started(vellum) == [resident.pid]  # add --wait started none of its own
+    (row,) = vellum.list_json("--crawl", "2")
+    assert row["results"]["wget"]["status"] == "succeeded"
+    assert_folder_is_complete(row)
+
+
+def test_add_wait_archives_the_rest_itself_when_the_running_orchestrator_stops(
+    vellum: Vellum, live_site: LiveSite
+) -> None:
+    env = {"EXTRACTORS": "wget,title"}
+    resident = start_orchestrator(vellum, **env)
+    os.kill(resident.pid, signal.SIGSTOP)  # it still listens, but archives nothing
+    add = vellum.start("add", "--wait", live_site.url("/page3.html"), **env)
+    try:
+        wait_for(lambda: handed_over(vellum), timeout=30, what="add --wait to hand over")
+        os.kill(resident.pid, signal.SIGKILL)
+        out, err = add.communicate(timeout=CRAWL_TIMEOUT)
+    finally:
+        stop(add)
+        stop(resident)
+
+    assert add.returncode == 0, err
+    assert f"The orchestrator (pid {resident.pid}) stopped; crawl 1 goes on here." in out
+    assert "Crawl 1 sealed" in out
+    assert orchestrators_started(vellum) == [resident.pid, add.pid]
+    (row,) = vellum.list_json()
+    assert row["results"]["wget"]["status"] == "succeeded"
+
+
+def test_ctrl_c_after_add_wait_handed_over_stops_only_the_waiting(
+    vellum: Vellum, live_site: LiveSite
+) -> None:
+    env = {"EXTRACTORS": "wget,title"}
+    resident = start_orchestrator(vellum, **env)
+    os.kill(resident.pid, signal.SIGSTOP)  # the crawl waits for it while add --wait waits too
+    add = vellum.start("add", "--wait", live_site.url("/page3.html"), **env)
+    try:
+        wait_for(lambda: handed_over(vellum), timeout=30, what="add --wait to hand over")
+        add.send_signal(signal.SIGINT)
+        out, err = add.communicate(timeout=30)
+        os.kill(resident.pid, signal.SIGCONT)
+        wait_until_sealed(vellum, crawls=1)
+    finally:
+        stop(add)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(resident.pid, signal.SIGCONT)
+        end(resident)
+
+    assert add.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert f"Stopped waiting; crawl 1 goes on in the orchestrator (pid {resident.pid})." in out
+    assert "sealed" not in out
+    assert orchestrators_started(vellum) == [resident.pid]

@@ -30,7 +30,17 @@ from orchestrator.claims import claim_next, hand_back
 from orchestrator.forking import fork_process
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.services import queue_hold
-from orchestrator.wakeups import DUE, FINAL, DatabaseListener, Listener, Wake, ping, wake_dir
+from orchestrator.wakeups import (
+    DUE,
+    FINAL,
+    WATCH,
+    DatabaseListener,
+    Listener,
+    Wake,
+    listening_orchestrators,
+    ping,
+    wake_dir,
+)
 from orchestrator.work import work_types
 
 LONG = 60  # seconds a wait may last: only a missing wake-up ever reaches it
@@ -75,6 +85,37 @@ def test_a_final_ping_wakes_orchestrators_not_actors(wake_folder) -> None:
 
         assert everything.drain().pings == {(FINAL, "crawl")}
         assert crawls.drain().timed_out
+
+
+def test_a_watching_command_takes_final_pings_only(wake_folder) -> None:
+    with Listener(WATCH) as watching:
+        assert ping(DUE, "crawl") == 0
+        assert ping(FINAL, "crawl") == 1
+
+        assert watching.drain().pings == {(FINAL, "crawl")}
+
+
+def test_the_listening_orchestrators_are_those_whose_fifo_is_open(wake_folder) -> None:
+    assert listening_orchestrators() == []  # no folder yet
+    with Listener("all"), Listener("crawl"), Listener(WATCH):
+        assert listening_orchestrators() == [os.getpid()]  # not the actor, not the watcher
+        other = Listener("all")
+        other.close()
+        assert listening_orchestrators() == [os.getpid()]
+    assert listening_orchestrators() == []
+
+
+def test_a_killed_orchestrator_is_not_listening_and_its_fifo_is_removed(wake_folder) -> None:
+    child = fork_process(listen_forever, "all")
+    wait_for_fifo(wake_folder, "all")
+    assert listening_orchestrators() == [child.pid]
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    (left,) = wake_folder.glob("all.*")
+
+    assert listening_orchestrators() == []
+
+    assert not left.exists()
 
 
 def test_an_orchestrator_passing_a_ping_on_does_not_wake_itself(wake_folder) -> None:
@@ -138,16 +179,23 @@ def test_a_closed_listener_removes_its_fifo(wake_folder) -> None:
     assert list(wake_folder.iterdir()) == []
 
 
-def test_the_fifo_of_a_killed_listener_is_removed_by_the_next_ping(wake_folder) -> None:
-    def listen_forever() -> None:
-        Listener("crawl")
-        time.sleep(LONG)
+def listen_forever(topic: str) -> None:
+    """In a forked child: listen for ``topic`` until killed."""
+    Listener(topic)
+    time.sleep(LONG)
 
-    child = fork_process(listen_forever)
+
+def wait_for_fifo(wake_folder: Path, topic: str) -> None:
+    """Wait until a FIFO of ``topic`` is in ``wake_folder`` (a child's listener is up)."""
     deadline = time.monotonic() + LONG
-    while not (wake_folder.is_dir() and any(wake_folder.glob("crawl.*"))):
+    while not (wake_folder.is_dir() and any(wake_folder.glob(f"{topic}.*"))):
         assert time.monotonic() < deadline, "the child never listened"
         time.sleep(0.01)
+
+
+def test_the_fifo_of_a_killed_listener_is_removed_by_the_next_ping(wake_folder) -> None:
+    child = fork_process(listen_forever, "crawl")
+    wait_for_fifo(wake_folder, "crawl")
     os.kill(child.pid, signal.SIGKILL)
     child.join()
     (left,) = wake_folder.glob("crawl.*")

@@ -7,6 +7,8 @@ arguments are all refused when one is bad: a typo there is fixed by typing again
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
@@ -26,9 +28,12 @@ from crawls.management.crawl_input import (
 )
 from crawls.seeds import InputError
 from orchestrator.display import CrawlProgress
+from orchestrator.handover import running_orchestrator, wait_in_running_orchestrator
 from orchestrator.logs import log_to_file
 from orchestrator.models import queue_held
 from orchestrator.orchestrator import Orchestrator
+
+logger = logging.getLogger(__name__)
 
 INTERRUPTED_EXIT = 130  # the shell's convention for a command ended by SIGINT
 SKIPS_SHOWN = 3  # skipped URLs shown per reason
@@ -73,6 +78,8 @@ class Command(BaseCommand):
             self._estimate(crawl)
         if wait:
             self._wait_for(crawl)
+        elif (pid := running_orchestrator()) is not None:
+            self.stdout.write(f"The orchestrator running on this machine (pid {pid}) archives it.")
         else:
             self.stdout.write(
                 "The orchestrator archives it (manage.py orchestrator, or add --wait)."
@@ -116,8 +123,10 @@ class Command(BaseCommand):
                 self.stderr.write(f"  ... and {more} more")
 
     def _wait_for(self, crawl) -> None:
-        """Run the orchestrator until ``crawl`` is sealed and its snapshots copied to every
-        storage target (or until it is held), showing progress."""
+        """Wait until ``crawl`` is sealed and its snapshots copied to every storage target (or
+        until it is held), showing progress: in the orchestrator already running on this
+        machine (orchestrator/handover.py), or else, or once that one stops, in an orchestrator
+        of its own."""
         log_to_file("orchestrator.log")
         console = Console(file=self.stdout._out)
         copies = StorageCopy.objects.filter(snapshot__crawl=crawl)
@@ -129,7 +138,8 @@ class Command(BaseCommand):
             return crawl.status == CrawlStatus.SEALED and not copies.active().exists()
 
         with CrawlProgress(crawl, console) as progress:
-            Orchestrator(until=crawl_done, on_tick=progress.update).run()
+            if not self._handed_over(crawl, crawl_done, progress):
+                Orchestrator(until=crawl_done, on_tick=progress.update).run()
         crawl.refresh_from_db()
         if crawl.status == CrawlStatus.HELD:
             raise CommandError(
@@ -148,6 +158,34 @@ class Command(BaseCommand):
             )
             raise SystemExit(INTERRUPTED_EXIT)
         self._summarize(crawl)
+
+    def _handed_over(self, crawl, crawl_done, progress: CrawlProgress) -> bool:
+        """Wait for ``crawl`` in the orchestrator running on this machine, if one is; True when
+        it ended there, False when none runs or it stopped first (then this command archives
+        the rest). Ctrl-C ends the wait, not the crawl: exit 130."""
+        pid = running_orchestrator()
+        if pid is None:
+            return False
+        self.stdout.write(
+            f"The orchestrator running on this machine (pid {pid}) archives crawl {crawl.pk}; "
+            "waiting for it."
+        )
+        logger.info("add --wait: crawl %s left to the orchestrator (pid %d)", crawl.pk, pid)
+        try:
+            if wait_in_running_orchestrator(crawl_done, progress.update):
+                return True
+        except OSError as error:  # no FIFO to wait on: an orchestrator of its own says why
+            logger.warning("add --wait cannot wait for the orchestrator (pid %d): %s", pid, error)
+            return False
+        except KeyboardInterrupt:
+            progress.update(force=True)
+            self.stdout.write(
+                f"Stopped waiting; crawl {crawl.pk} goes on in the orchestrator (pid {pid})."
+            )
+            raise SystemExit(INTERRUPTED_EXIT) from None
+        self.stdout.write(f"The orchestrator (pid {pid}) stopped; crawl {crawl.pk} goes on here.")
+        logger.info("add --wait: orchestrator %d stopped; crawl %s goes on here", pid, crawl.pk)
+        return False
 
     def _summarize(self, crawl) -> None:
         report = crawl.report

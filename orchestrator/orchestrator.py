@@ -96,6 +96,12 @@ class Orchestrator:
                 logger.warning("cannot LISTEN for other machines' wake-ups: %s", error)
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
+        if self.until is None and not self.exit_on_idle:
+            # One that stays (supervisord's) compiles every kind's statements now, as it would
+            # before its first actor of each: the first crawl it is handed (add --wait) does
+            # not wait some 50 ms for them between its steps.
+            for name in self.kinds:
+                self._compile(name)
         limits = ", ".join(f"{name} {kind.concurrency}" for name, kind in self.kinds.items())
         logger.info("orchestrator started (pid %d); actors at most: %s", os.getpid(), limits)
 
@@ -245,17 +251,21 @@ class Orchestrator:
         """Fork one actor of kind ``name`` (orchestrator/forking.py); it logs to
         logs/actors.log. Before the first, compile what actors of that kind run, which each
         then inherits (``WorkType.compile_statements``)."""
+        self._compile(name)
+        process = start_actor(name)
+        self.actors[name].append(process)
+        self.spawned += 1
+        logger.debug("forked %s actor pid %d", name, process.pid)
+        return process
+
+    def _compile(self, name: str) -> None:
+        """Compile what actors of kind ``name`` run (``WorkType.compile_statements``), once."""
         if name not in self.compiled:
             try:
                 self.kinds[name].compile_statements()
                 self.compiled.add(name)
             except Exception:  # the actor compiles them itself; the next spawn tries again
                 logger.exception("could not compile what %s actors run", name)
-        process = start_actor(name)
-        self.actors[name].append(process)
-        self.spawned += 1
-        logger.debug("forked %s actor pid %d", name, process.pid)
-        return process
 
     def reap(self) -> None:
         """Forget actors that exited; count and log the ones that crashed (health check)."""

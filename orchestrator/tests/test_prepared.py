@@ -5,6 +5,8 @@ parameter, must give what ``select_related(...).get(pk=...)`` gives, related rec
 
 from __future__ import annotations
 
+import gc
+import signal
 import uuid
 from datetime import datetime, timedelta
 
@@ -20,7 +22,7 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.tests.test_hosts import paused_host, result_on
 from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
-from orchestrator.orchestrator import _claimable_count, _soonest_ahead
+from orchestrator.orchestrator import Orchestrator, _claimable_count, _soonest_ahead
 from orchestrator.prepared import PreparedQuery, by_pk, prepared_records, record_by_pk
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -239,3 +241,26 @@ def test_a_text_key_is_compiled_too() -> None:
         session_key="k" * 32, session_data="e30=", expire_date=timezone.now()
     )
     assert record_by_pk(Session, session.pk).session_data == "e30="
+
+
+@pytest.mark.parametrize(
+    "options, compiled",
+    [({}, {"crawl", "snapshot", "archiveresult", "storagecopy"}), ({"exit_on_idle": True}, set())],
+    ids=["stays", "exits-on-idle"],
+)
+def test_an_orchestrator_that_stays_compiles_every_kind_as_it_starts(
+    settings, tmp_path, options: dict, compiled: set
+) -> None:
+    """supervisord's compiles all now; one that ends when idle (add --wait's) only what it
+    forks (``spawn``)."""
+    settings.DATA_DIR = tmp_path  # its wake-up FIFO, away from every other listener
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    orchestrator = Orchestrator(**options)
+    orchestrator.initialize()
+    try:
+        assert orchestrator.compiled == compiled
+    finally:
+        orchestrator.shutdown()
+        gc.unfreeze()  # what initialize froze: the test process goes on
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)

@@ -99,8 +99,7 @@ def run_vellum(url: str, folder: Path, repo: Path, *, resident: bool = False) ->
         seconds = time.monotonic() - started
     finally:
         if orchestrator is not None:
-            orchestrator.terminate()
-            orchestrator.wait(timeout=60)
+            stop_orchestrator(orchestrator)
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace")[-2000:]
         sys.exit(f"error: add --wait exited with {done.returncode}:\n{tail}")
@@ -109,12 +108,25 @@ def run_vellum(url: str, folder: Path, repo: Path, *, resident: bool = False) ->
     )
     sealed = json.loads(status.stdout)["snapshot"].get("sealed", 0) == 1
     marks = phases(data_dir / "logs", wall_start)
-    # A resident orchestrator's start and stop fall outside the timed command.
-    marks = {mark: at for mark, at in marks.items() if 0 <= at <= seconds}
+    # A resident orchestrator's start and stop fall outside the timed command (log stamps are
+    # cut to milliseconds: 10 ms of margin at either end).
+    marks = {mark: at for mark, at in marks.items() if -0.01 <= at <= seconds + 0.01}
     return {"seconds": seconds, "phases": marks, "sealed": sealed}
 
 
-def start_orchestrator(manage: list[str], repo: Path, env: dict, data_dir: Path):
+def stop_orchestrator(process: subprocess.Popen) -> None:
+    """Stop a resident orchestrator (TERM), or kill it when it does not stop within 60 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def start_orchestrator(
+    manage: list[str], repo: Path, env: dict, data_dir: Path
+) -> subprocess.Popen:
     """Start ``manage.py orchestrator`` and return its process once it listens (its log says
     it started: its FIFO is made before that line), with nothing to do yet."""
     process = subprocess.Popen([*manage, "orchestrator"], cwd=repo, env=env,
@@ -124,6 +136,7 @@ def start_orchestrator(manage: list[str], repo: Path, env: dict, data_dir: Path)
     while not (log_file.exists() and "orchestrator started" in log_file.read_text()):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
+            process.wait()
             sys.exit("error: the resident orchestrator did not start")
         time.sleep(0.05)
     return process

@@ -1,4 +1,5 @@
-"""Terminal display of a crawl's progress while ``add --wait`` runs the orchestrator."""
+"""Terminal display of a crawl's progress while ``add --wait`` runs the orchestrator, or waits
+for the one that stays on this machine (orchestrator/handover.py)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ class CrawlProgress:
             self.progress.stop()
 
     def update(self, *_args, force: bool = False) -> None:
-        """Refresh the counts from the database (called once per orchestrator tick): at most
+        """Refresh the counts from the database (called once per orchestrator tick, or per
+        wake-up while waiting for the staying orchestrator): at most
         every BAR_REFRESH_SECONDS for a live bar, every PLAIN_INTERVAL_SECONDS for lines, and
         always when ``force``."""
         now = time.monotonic()

@@ -34,7 +34,16 @@ from django.utils import timezone
 from orchestrator.diskguard import disk_usage
 from orchestrator.forking import start_actor
 from orchestrator.prepared import prepared_count, prepared_records
-from orchestrator.wakeups import DUE, FINAL, DatabaseListener, Listener, Wake, ping
+from orchestrator.wakeups import (
+    ALL,
+    DUE,
+    FINAL,
+    PASSING,
+    DatabaseListener,
+    Listener,
+    Wake,
+    ping,
+)
 from orchestrator.work import WorkType, work_types
 
 logger = logging.getLogger(__name__)
@@ -86,7 +95,7 @@ class Orchestrator:
         # it again (an idle orchestrator's collections, its exit, its forked actors' pages).
         gc.freeze()
         try:
-            self.listener = Listener("all")
+            self.listener = Listener(PASSING if self._passing else ALL)
         except OSError as error:
             raise ImproperlyConfigured(f"cannot listen for wake-ups: {error}") from None
         if connection.vendor == "postgresql":
@@ -96,7 +105,7 @@ class Orchestrator:
                 logger.warning("cannot LISTEN for other machines' wake-ups: %s", error)
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
-        if self.until is None and not self.exit_on_idle:
+        if not self._passing:
             # One that stays (supervisord's) compiles every kind's statements now, as it would
             # before its first actor of each: the first crawl it is handed (add --wait) does
             # not wait some 50 ms for them between its steps.
@@ -104,6 +113,12 @@ class Orchestrator:
                 self._compile(name)
         limits = ", ".join(f"{name} {kind.concurrency}" for name, kind in self.kinds.items())
         logger.info("orchestrator started (pid %d); actors at most: %s", os.getpid(), limits)
+
+    @property
+    def _passing(self) -> bool:
+        """True for an orchestrator that ends when idle or when ``until()`` (add --wait's),
+        False for one that stays until stopped (supervisord's)."""
+        return self.exit_on_idle or self.until is not None
 
     def _on_interrupt(self, signum, frame) -> None:
         if self.draining:
@@ -166,8 +181,9 @@ class Orchestrator:
         return wake
 
     def _from_other_machines(self) -> frozenset[tuple[str, str]]:
-        """Read the pings other machines sent through PostgreSQL and pass the ``due`` ones on
-        to this machine's idle actors. A lost connection leaves the safety net's ticks."""
+        """Read the pings other machines sent through PostgreSQL and pass them on to this
+        machine's idle actors and waiting commands. A lost connection leaves the safety net's
+        ticks."""
         try:
             pings = self.database_listener.drain()
         except DatabaseError as error:
@@ -176,9 +192,8 @@ class Orchestrator:
             self.database_listener.close()
             self.database_listener = None
             return frozenset()
-        for event, kind in pings:
-            if event == DUE:
-                ping(DUE, kind, orchestrators=False)
+        for event, kind in pings:  # to idle actors (due) and waiting add --wait (final)
+            ping(event, kind, orchestrators=False)
         return pings
 
     def pause(self, now: datetime | None = None) -> float:

@@ -9,9 +9,10 @@ not yet see the row.
 
 The embedded default needs no server: each listener (the orchestrator; an actor while it waits
 for work) owns a FIFO in ``DATA_DIR/run/<host>/wake/`` named ``<topic>.<pid>.<token>``, where the
-topic is ``all`` for an orchestrator, the kind (``archiveresult``) for an actor and ``watch``
-for a command that waits for a crawl an orchestrator already running archives (``add --wait``,
-orchestrator/handover.py): it takes ``final`` pings only. A ping writes
+topic is ``all`` for an orchestrator that stays (supervisord's), ``passing`` for one that ends
+when idle or done (``add --wait``'s own), the kind (``archiveresult``) for an actor, and
+``watch`` for ``add --wait`` while a staying orchestrator archives its crawl
+(orchestrator/handover.py); a ``watch`` FIFO takes ``final`` pings only. A ping writes
 one line (``due crawl``) to every FIFO whose topic takes it, without blocking: a full FIFO already
 holds a wake-up. A FIFO nobody reads any more (its process was killed) refuses the write
 (ENXIO), and the writer removes it. The folder is per host because a FIFO carries data only
@@ -35,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import select
 import socket
@@ -46,8 +48,12 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, transaction
 
-ALL = "all"  # the orchestrator's topic: every ping
-WATCH = "watch"  # the topic of a command waiting for a crawl to end: final pings only
+ALL = "all"  # the topic of an orchestrator that stays (supervisord's): every ping
+PASSING = "passing"  # an orchestrator that ends when idle or done (add --wait's): every ping
+ORCHESTRATOR_TOPICS = (ALL, PASSING)
+WATCH = "watch"  # a command waiting for a crawl to end: final pings only
+# The name of a staying orchestrator's FIFO: topic, process id, random token (Listener).
+STAYING_FIFO = re.compile(r"all\.(\d+)\.[0-9a-f]+")
 CHANNEL = "vellum_wake"  # PostgreSQL's LISTEN/NOTIFY channel
 DUE = "due"
 FINAL = "final"
@@ -99,53 +105,77 @@ def ping(event: str, kind: str, *, orchestrators: bool = True) -> int:
     whose reader is gone is removed.
     """
     message = f"{event} {kind}\n".encode()
+    folder = wake_dir()
     sent = 0
-    for name in _listener_names():
+    for name in _listener_names(folder):
         topic = name.split(".", 1)[0]
         if (
-            (topic == ALL and orchestrators)
+            (topic in ORCHESTRATOR_TOPICS and orchestrators)
             or (event == DUE and topic == kind)
             or (event == FINAL and topic == WATCH)
         ):
-            sent += _write(wake_dir() / name, message)
+            sent += _write(folder / name, message)
     return sent
 
 
-def listening_orchestrators() -> list[int]:
-    """Return the process ids of the orchestrators listening on this machine now (their FIFO
-    has a reader), lowest first; the FIFO of one that no longer runs is removed. Orchestrators
-    of other machines sharing DATA_DIR are not seen: their FIFOs are in their own folders."""
+def staying_orchestrators() -> list[int]:
+    """Return the process ids of the orchestrators that stay (not ``add --wait``'s, which end
+    with their crawl) and listen on this machine now, lowest first.
+
+    One listens when its FIFO has a reader (a dead one's FIFO is removed) and its process is
+    not stopped (Ctrl-Z, SIGSTOP: it would archive nothing). Orchestrators of other machines
+    sharing DATA_DIR are not seen: their FIFOs are in their own folders.
+    """
+    folder = wake_dir()
     pids = []
-    for name in _listener_names():
-        topic, _, rest = name.partition(".")
-        fd = _open_for_writing(wake_dir() / name) if topic == ALL else None
-        if fd is not None:
-            os.close(fd)  # nothing written: the orchestrator is not woken
-            pids.append(int(rest.split(".", 1)[0]))
+    for name in _listener_names(folder):
+        match = STAYING_FIFO.fullmatch(name)
+        fd = _open_for_writing(folder / name) if match else None
+        if fd is None:
+            continue
+        os.close(fd)  # nothing written: the orchestrator is not woken
+        if not _stopped(int(match[1])):
+            pids.append(int(match[1]))
     return sorted(pids)
 
 
-def _listener_names() -> list[str]:
-    """The names of this machine's FIFOs (none when the folder does not exist yet)."""
+def _stopped(pid: int) -> bool:
+    """True when process ``pid`` is stopped by a signal or a tracer (``T``, ``t`` in
+    /proc/<pid>/stat), or gone."""
     try:
-        return os.listdir(wake_dir())
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat_line.rpartition(")")[2].split()[0] in ("T", "t")
+
+
+def _listener_names(folder: Path) -> list[str]:
+    """Return the names of the FIFOs in ``folder`` (none when it does not exist yet)."""
+    try:
+        return os.listdir(folder)
     except OSError:
         return []
 
 
 def _open_for_writing(path: Path) -> int | None:
     """Open the FIFO ``path`` for writing without blocking; None when it has no reader (its
-    listener's process is gone: the FIFO is removed) or cannot be opened."""
+    listener's process is gone: the FIFO is removed), is no FIFO, or cannot be opened."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError as error:
         if error.errno == errno.ENXIO:  # nobody has it open for reading: a dead listener's
             with contextlib.suppress(OSError):
                 path.unlink()
         return None
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # a file put there by hand: no listener
+        os.close(fd)
+        return None
+    return fd
 
 
 def _write(path: Path, message: bytes) -> int:
+    """Write ``message`` to the FIFO ``path`` without blocking; return 1 when it was written
+    (or the FIFO is full of wake-ups already), else 0."""
     fd = _open_for_writing(path)
     if fd is None:
         return 0

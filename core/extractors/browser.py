@@ -235,7 +235,7 @@ class Browser:
 
     @property
     def alive(self) -> bool:
-        """True while Chromium runs and Playwright is connected to it."""
+        """True while Chromium runs, Playwright is connected to it, and it was not ``kill()``ed."""
         return (
             self.pid is not None
             and not self._killed

@@ -7,7 +7,6 @@ would: ``list --json``, ``status --json``, the snapshot folders and the logs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -547,8 +546,15 @@ def wait_until_sealed(vellum: Vellum, *, crawls: int) -> None:
     )
 
 
-def handed_over(vellum: Vellum) -> bool:
-    return "left to the orchestrator" in vellum.log("orchestrator.log")
+def waiting_for_the_orchestrator(vellum: Vellum, add: subprocess.Popen) -> bool:
+    """True once ``add --wait`` waits for the staying orchestrator: its ``watch`` FIFO exists
+    (made after its signal handlers are set, orchestrator/handover.py)."""
+    return any((vellum.data_dir / "run").glob(f"*/wake/watch.{add.pid}.*"))
+
+
+# A crawl the staying orchestrator is busy with for a while: wget on a page that never ends,
+# until its 10 s timeout; one attempt more for the case where the orchestrator is stopped.
+BUSY_ENV = {"EXTRACTORS": "wget", "EXTRACTOR_TIMEOUT": "10", "MAX_ATTEMPTS": "2"}
 
 
 def test_add_wait_leaves_the_crawl_to_the_orchestrator_already_running(
@@ -568,7 +574,7 @@ def test_add_wait_leaves_the_crawl_to_the_orchestrator_already_running(
     running = f"The orchestrator running on this machine (pid {resident.pid})"
     assert f"{running} archives it." in queued.stdout
     assert done.returncode == 0, done.stderr
-    assert f"{running} archives crawl 2; waiting for it." in done.stdout
+    assert f"{running} archives crawl 2; waiting for the crawl" in done.stdout
     assert "Crawl 2 sealed" in done.stdout
     assert still_running  # it goes on, as supervisord's would
     assert orchestrators_started(vellum) == [resident.pid]  # add --wait started none of its own
@@ -580,47 +586,45 @@ def test_add_wait_leaves_the_crawl_to_the_orchestrator_already_running(
 def test_add_wait_archives_the_rest_itself_when_the_running_orchestrator_stops(
     vellum: Vellum, live_site: LiveSite
 ) -> None:
-    env = {"EXTRACTORS": "wget,title"}
-    resident = start_orchestrator(vellum, **env)
-    os.kill(resident.pid, signal.SIGSTOP)  # it still listens, but archives nothing
-    add = vellum.start("add", "--wait", live_site.url("/page3.html"), **env)
+    resident = start_orchestrator(vellum, **BUSY_ENV)
+    add = vellum.start("add", "--wait", live_site.url("/slow"), **BUSY_ENV)
     try:
-        wait_for(lambda: handed_over(vellum), timeout=30, what="add --wait to hand over")
-        os.kill(resident.pid, signal.SIGKILL)
+        wait_for(lambda: busy_result_actor(resident.pid), timeout=30, what="its wget to run")
+        assert waiting_for_the_orchestrator(vellum, add)
+        end(resident)  # as supervisord stops it: its wget is killed, the result backs off
         out, err = add.communicate(timeout=CRAWL_TIMEOUT)
     finally:
         stop(add)
-        stop(resident)
+        end(resident)
 
     assert add.returncode == 0, err
     assert f"The orchestrator (pid {resident.pid}) stopped; crawl 1 goes on here." in out
     assert "Crawl 1 sealed" in out
     assert orchestrators_started(vellum) == [resident.pid, add.pid]
     (row,) = vellum.list_json()
-    assert row["results"]["wget"]["status"] == "succeeded"
+    wget = row["results"]["wget"]
+    assert (wget["status"], wget["attempts"]) == ("failed", 2), wget  # one in each orchestrator
 
 
 def test_ctrl_c_after_add_wait_handed_over_stops_only_the_waiting(
     vellum: Vellum, live_site: LiveSite
 ) -> None:
-    env = {"EXTRACTORS": "wget,title"}
+    env = {**BUSY_ENV, "MAX_ATTEMPTS": "1"}
     resident = start_orchestrator(vellum, **env)
-    os.kill(resident.pid, signal.SIGSTOP)  # the crawl waits for it while add --wait waits too
-    add = vellum.start("add", "--wait", live_site.url("/page3.html"), **env)
+    add = vellum.start("add", "--wait", live_site.url("/slow"), **env)
     try:
-        wait_for(lambda: handed_over(vellum), timeout=30, what="add --wait to hand over")
+        wait_for(lambda: waiting_for_the_orchestrator(vellum, add), timeout=30,
+                 what="add --wait to wait for the orchestrator")  # fmt: skip
         add.send_signal(signal.SIGINT)
         out, err = add.communicate(timeout=30)
-        os.kill(resident.pid, signal.SIGCONT)
-        wait_until_sealed(vellum, crawls=1)
+        wait_until_sealed(vellum, crawls=1)  # by the orchestrator, after wget's timeout
     finally:
         stop(add)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(resident.pid, signal.SIGCONT)
         end(resident)
 
     assert add.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert f"Stopped waiting; crawl 1 goes on in the orchestrator (pid {resident.pid})." in out
     assert "sealed" not in out
+    assert not waiting_for_the_orchestrator(vellum, add)  # its FIFO went with it
     assert orchestrators_started(vellum) == [resident.pid]

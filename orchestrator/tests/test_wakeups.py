@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from model_bakery import baker
 
+from archive.testing import wait_until
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot
 from core.services.crawls import crawl_hold
@@ -37,8 +38,8 @@ from orchestrator.wakeups import (
     DatabaseListener,
     Listener,
     Wake,
-    listening_orchestrators,
     ping,
+    staying_orchestrators,
     wake_dir,
 )
 from orchestrator.work import work_types
@@ -95,25 +96,50 @@ def test_a_watching_command_takes_final_pings_only(wake_folder) -> None:
         assert watching.drain().pings == {(FINAL, "crawl")}
 
 
-def test_the_listening_orchestrators_are_those_whose_fifo_is_open(wake_folder) -> None:
-    assert listening_orchestrators() == []  # no folder yet
-    with Listener("all"), Listener("crawl"), Listener(WATCH):
-        assert listening_orchestrators() == [os.getpid()]  # not the actor, not the watcher
+def test_a_passing_orchestrator_takes_every_ping_as_a_staying_one_does(wake_folder) -> None:
+    with Listener("passing") as passing:
+        assert ping(DUE, "crawl") == 1
+        assert ping(FINAL, "snapshot") == 1
+
+        assert passing.drain().pings == {(DUE, "crawl"), (FINAL, "snapshot")}
+
+
+def test_the_staying_orchestrators_are_those_whose_fifo_is_open(wake_folder) -> None:
+    assert staying_orchestrators() == []  # no folder yet
+    with Listener("all"), Listener("passing"), Listener("crawl"), Listener(WATCH):
+        # Not add --wait's own orchestrator, not an actor, not a waiting command.
+        assert staying_orchestrators() == [os.getpid()]
         other = Listener("all")
         other.close()
-        assert listening_orchestrators() == [os.getpid()]
-    assert listening_orchestrators() == []
+        assert staying_orchestrators() == [os.getpid()]
+    assert staying_orchestrators() == []
 
 
-def test_a_killed_orchestrator_is_not_listening_and_its_fifo_is_removed(wake_folder) -> None:
+def test_what_only_looks_like_an_orchestrators_fifo_is_none(wake_folder, tmp_path) -> None:
+    with Listener("crawl") as actor:
+        (wake_folder / "all.123.abcd").write_text("a file put there by hand")
+        (wake_folder / "all.x").write_text("")
+        (wake_folder / "all.456.ef01").symlink_to(actor.path)  # a FIFO with a reader, linked
+
+        assert staying_orchestrators() == []
+        assert ping(DUE, "crawl") == 1  # the actor; nothing written into the files
+
+
+def test_a_stopped_or_killed_orchestrator_is_not_staying_and_a_killed_ones_fifo_goes(
+    wake_folder,
+) -> None:
     child = fork_process(listen_forever, "all")
     wait_for_fifo(wake_folder, "all")
-    assert listening_orchestrators() == [child.pid]
+    assert staying_orchestrators() == [child.pid]
+    os.kill(child.pid, signal.SIGSTOP)  # Ctrl-Z: it would archive nothing
+    assert wait_until(lambda: staying_orchestrators() == [], seconds=LONG)
+    os.kill(child.pid, signal.SIGCONT)
+    assert wait_until(lambda: staying_orchestrators() == [child.pid], seconds=LONG)
     os.kill(child.pid, signal.SIGKILL)
     child.join()
     (left,) = wake_folder.glob("all.*")
 
-    assert listening_orchestrators() == []
+    assert staying_orchestrators() == []
 
     assert not left.exists()
 

@@ -28,7 +28,12 @@ from crawls.management.crawl_input import (
 )
 from crawls.seeds import InputError
 from orchestrator.display import CrawlProgress
-from orchestrator.handover import running_orchestrator, wait_in_running_orchestrator
+from orchestrator.handover import (
+    CannotWait,
+    WaitEnd,
+    staying_orchestrator,
+    wait_for_staying_orchestrator,
+)
 from orchestrator.logs import log_to_file
 from orchestrator.models import queue_held
 
@@ -77,7 +82,7 @@ class Command(BaseCommand):
             self._estimate(crawl)
         if wait:
             self._wait_for(crawl)
-        elif (pid := running_orchestrator()) is not None:
+        elif (pid := staying_orchestrator()) is not None:
             self.stdout.write(f"The orchestrator running on this machine (pid {pid}) archives it.")
         else:
             self.stdout.write(
@@ -123,9 +128,9 @@ class Command(BaseCommand):
 
     def _wait_for(self, crawl) -> None:
         """Wait until ``crawl`` is sealed and its snapshots copied to every storage target (or
-        until it is held), showing progress: in the orchestrator already running on this
-        machine (orchestrator/handover.py), or else, or once that one stops, in an orchestrator
-        of its own."""
+        until it is held), showing progress: in the orchestrator that stays on this machine
+        (orchestrator/handover.py), or else, or once that one stops, in an orchestrator of its
+        own."""
         log_to_file("orchestrator.log")
         console = Console(file=self.stdout._out)
         copies = StorageCopy.objects.filter(snapshot__crawl=crawl)
@@ -137,7 +142,7 @@ class Command(BaseCommand):
             return crawl.status == CrawlStatus.SEALED and not copies.active().exists()
 
         with CrawlProgress(crawl, console) as progress:
-            if not self._handed_over(crawl, crawl_done, progress):
+            if not self._leave_to_staying_orchestrator(crawl, crawl_done, progress, console):
                 # Imported here: a crawl handed over spares it (some 40 ms of the command's
                 # start); an orchestrator of its own imports it before it forks any actor.
                 from orchestrator.orchestrator import Orchestrator
@@ -162,31 +167,35 @@ class Command(BaseCommand):
             raise SystemExit(INTERRUPTED_EXIT)
         self._summarize(crawl)
 
-    def _handed_over(self, crawl, crawl_done, progress: CrawlProgress) -> bool:
-        """Wait for ``crawl`` in the orchestrator running on this machine, if one is; True when
-        it ended there, False when none runs or it stopped first (then this command archives
-        the rest). Ctrl-C ends the wait, not the crawl: exit 130."""
-        pid = running_orchestrator()
+    def _leave_to_staying_orchestrator(
+        self, crawl, crawl_done, progress: CrawlProgress, console: Console
+    ) -> bool:
+        """Wait for ``crawl`` in the orchestrator that stays on this machine, if one runs; True
+        when the crawl ended there, False when none runs or it stopped first (this command then
+        archives the rest). Ctrl-C or SIGTERM ends the wait, not the crawl: exit 130."""
+        pid = staying_orchestrator()
         if pid is None:
             return False
-        self.stdout.write(
+
+        def say(text: str) -> None:  # through the console, which the live bar redraws around
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+        say(
             f"The orchestrator running on this machine (pid {pid}) archives crawl {crawl.pk}; "
-            "waiting for it."
+            "waiting for the crawl (Ctrl-C stops the waiting, not the crawl)."
         )
         logger.info("add --wait: crawl %s left to the orchestrator (pid %d)", crawl.pk, pid)
         try:
-            if wait_in_running_orchestrator(crawl_done, progress.update):
-                return True
-        except OSError as error:  # no FIFO to wait on: an orchestrator of its own says why
-            logger.warning("add --wait cannot wait for the orchestrator (pid %d): %s", pid, error)
+            end = wait_for_staying_orchestrator(crawl_done, progress.update)
+        except CannotWait as error:
+            say(f"Cannot wait for the orchestrator (pid {pid}): {error}; archiving it here.")
             return False
-        except KeyboardInterrupt:
-            progress.update(force=True)
-            self.stdout.write(
-                f"Stopped waiting; crawl {crawl.pk} goes on in the orchestrator (pid {pid})."
-            )
-            raise SystemExit(INTERRUPTED_EXIT) from None
-        self.stdout.write(f"The orchestrator (pid {pid}) stopped; crawl {crawl.pk} goes on here.")
+        if end is WaitEnd.DONE:
+            return True
+        if end is WaitEnd.INTERRUPTED:
+            say(f"Stopped waiting; crawl {crawl.pk} goes on in the orchestrator (pid {pid}).")
+            raise SystemExit(INTERRUPTED_EXIT)
+        say(f"The orchestrator (pid {pid}) stopped; crawl {crawl.pk} goes on here.")
         logger.info("add --wait: orchestrator %d stopped; crawl %s goes on here", pid, crawl.pk)
         return False
 

@@ -188,7 +188,7 @@ class Command(BaseCommand):
         try:
             end = wait_for_staying_orchestrator(crawl_done, progress.update)
         except CannotWait as error:
-            say(f"Cannot wait for the orchestrator (pid {pid}): {error}; archiving it here.")
+            say(f"Cannot wait for the orchestrator (pid {pid}): {error}; the crawl goes on here.")
             return False
         if end is WaitEnd.DONE:
             return True

@@ -108,9 +108,10 @@ def run_vellum(url: str, folder: Path, repo: Path, *, resident: bool = False) ->
     )
     sealed = json.loads(status.stdout)["snapshot"].get("sealed", 0) == 1
     marks = phases(data_dir / "logs", wall_start)
-    # A resident orchestrator's start and stop fall outside the timed command (log stamps are
-    # cut to milliseconds: 10 ms of margin at either end).
-    marks = {mark: at for mark, at in marks.items() if -0.01 <= at <= seconds + 0.01}
+    # A resident orchestrator's start (which may come a few ms before: start_orchestrator polls)
+    # and stop fall outside the timed command; log stamps are cut to milliseconds, hence 10 ms
+    # of margin at the end.
+    marks = {mark: at for mark, at in marks.items() if 0 <= at <= seconds + 0.01}
     return {"seconds": seconds, "phases": marks, "sealed": sealed}
 
 

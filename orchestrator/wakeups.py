@@ -48,6 +48,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, transaction
 
+from core.extractors.process import process_state
+
 ALL = "all"  # the topic of an orchestrator that stays (supervisord's): every ping
 PASSING = "passing"  # an orchestrator that ends when idle or done (add --wait's): every ping
 ORCHESTRATOR_TOPICS = (ALL, PASSING)
@@ -142,11 +144,7 @@ def staying_orchestrators() -> list[int]:
 def _stopped(pid: int) -> bool:
     """True when process ``pid`` is stopped by a signal or a tracer (``T``, ``t`` in
     /proc/<pid>/stat), or gone."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat_line.rpartition(")")[2].split()[0] in ("T", "t")
+    return process_state(pid) in (None, "T", "t")
 
 
 def _listener_names(folder: Path) -> list[str]:

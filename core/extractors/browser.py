@@ -39,7 +39,7 @@ from django.conf import settings
 from core.extractors.behaviours import DIALOG_SCRIPT, WATCH_SCRIPT
 from core.extractors.credentials import Credentials
 from core.extractors.egress import EgressProxy
-from core.extractors.process import find_binary, on_shutdown
+from core.extractors.process import find_binary, on_shutdown, process_state
 from core.extractors.recorder import Recorder
 
 if TYPE_CHECKING:
@@ -459,11 +459,7 @@ class _Popups:
 def _running(pid: int) -> bool:
     """True if ``pid`` exists and is not a zombie (Chromium is Playwright's driver's child,
     reaped by it, not by this process)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    return process_state(pid) not in (None, "Z")
 
 
 def _stop_group(pid: int) -> None:

@@ -270,6 +270,16 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 PROJECT_BIN_DIRS = (Path(sys.executable).parent, PROJECT_DIR / "node_modules" / ".bin")
 
 
+def process_state(pid: int) -> str | None:
+    """Return the state of process ``pid`` as /proc/<pid>/stat gives it (``R``, ``S``, ``D``,
+    ``Z`` a zombie, ``T`` or ``t`` stopped: proc(5)), or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[0]  # after the command name, which may hold ") "
+
+
 def find_binary(name: str) -> str | None:
     """Return the absolute path of ``name`` on PATH or in ``PROJECT_BIN_DIRS``, or None."""
     search = os.pathsep.join([os.environ.get("PATH", os.defpath), *map(str, PROJECT_BIN_DIRS)])

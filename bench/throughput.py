@@ -32,7 +32,9 @@ With ``--rounds K`` each size is measured K times, the sides in a rotating order
 extractors; then Vellum, extractors, raw; ...) so that each round's ratios compare runs made under
 the same load. The report gives per size the median seconds of each side, the median of the
 rounds' ratios Vellum/raw and Vellum/extractors (the goal is at most 1.3 from 50 pages on), the
-CPU seconds of every process each side started, and the load average before and after (these
+CPU seconds of every process each side started (Vellum's split by process, in milliseconds a
+page: the ``add`` process with its orchestrator, each kind of actor, and the commands they ran,
+from the CPU figures each actor logs as it exits), and the load average before and after (these
 machines are shared: quote ratios, not seconds); ``--json`` prints it all as JSON. The exit status
 is 1 when a check fails (snapshots not all sealed, a page without its raw outputs, outcomes that
 differ).
@@ -51,6 +53,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import resource
 import shlex
 import shutil
@@ -107,6 +110,8 @@ class RunResult:
     cpu_seconds: float
     results: dict[str, int]
     snapshots: dict[str, int] = field(default_factory=dict)
+    # Vellum only: ``cpu_seconds`` split by process (``cpu_by_process``)
+    cpu_split: dict[str, float] = field(default_factory=dict)
 
 
 def children_cpu() -> float:
@@ -350,7 +355,26 @@ def run_vellum(urls: list[str], folder: Path, timeout: float) -> RunResult:
         cpu_seconds=cpu_seconds,
         results=_nonzero(counts["archiveresult"]),
         snapshots=_nonzero(counts["snapshot"]),
+        cpu_split=cpu_by_process(data_dir / "logs" / "actors.log", cpu_seconds),
     )
+
+
+# What an actor logs as it exits (orchestrator/actor.py, orchestrator/usage.py).
+ACTOR_EXIT = re.compile(
+    r"actor (?P<kind>\w+) exits after \d+ records \(pid \d+\); "
+    r"CPU (?P<own>[\d.]+) s, its commands (?P<commands>[\d.]+) s"
+)
+
+
+def cpu_by_process(actors_log: Path, total: float) -> dict[str, float]:
+    """Split ``total``, the CPU seconds of one ``add --wait`` and all it ran, by process: each
+    kind of actor's own (``<kind> actors``), the commands they ran (``commands``: wget, curl,
+    a browser), and what is left, the ``add`` process itself with its orchestrator."""
+    split: Counter[str] = Counter()
+    for match in ACTOR_EXIT.finditer(actors_log.read_text(errors="replace")):
+        split[f"{match['kind']} actors"] += float(match["own"])
+        split["commands"] += float(match["commands"])
+    return {"add and its orchestrator": max(total - sum(split.values()), 0.0), **split}
 
 
 def _timed_add(urls_file: Path, env: dict[str, str], log_path: Path, timeout: float) -> float:
@@ -452,7 +476,11 @@ def _side(runs: list[RunResult], pages: int) -> dict:
         "cpu_seconds": statistics.median(run.cpu_seconds for run in runs),
         "results": runs[-1].results,
     }
-    return {**side, "snapshots": runs[-1].snapshots} if runs[-1].kind == "vellum" else side
+    if runs[-1].kind != "vellum":
+        return side
+    names = dict.fromkeys(name for run in runs for name in run.cpu_split)
+    split = {name: statistics.median(run.cpu_split.get(name, 0) for run in runs) for name in names}
+    return {**side, "snapshots": runs[-1].snapshots, "cpu_split": split}
 
 
 def print_report(summary: dict) -> None:
@@ -488,6 +516,10 @@ def print_report(summary: dict) -> None:
         )
         pages = f"{size['pages']} page" + ("s" if size["pages"] > 1 else "")
         print(f"{pages}: CPU seconds {cpu}")
+        split = size["vellum"]["cpu_split"]
+        print("  Vellum CPU ms a page by process: " + ", ".join(
+            f"{name} {seconds / size['pages'] * 1000:.0f}" for name, seconds in split.items()
+        ))  # fmt: skip
         print(f"  Vellum results: {_counts(size['vellum']['results'])}; "
               f"snapshots: {_counts(size['vellum']['snapshots'])}")  # fmt: skip
         if "extractors" in baselines:

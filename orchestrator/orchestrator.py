@@ -34,6 +34,7 @@ from django.utils import timezone
 from orchestrator.diskguard import disk_usage
 from orchestrator.forking import start_actor
 from orchestrator.prepared import prepared_count, prepared_records
+from orchestrator.usage import cpu_used
 from orchestrator.wakeups import (
     ALL,
     DUE,
@@ -256,8 +257,14 @@ class Orchestrator:
             self.listener.close()
         if self.database_listener is not None:
             self.database_listener.close()
+        used = cpu_used()
         logger.info(
-            "orchestrator stopped; %d actors spawned, %d crashed", self.spawned, self.crashed
+            "orchestrator stopped; %d actors spawned, %d crashed; CPU %.2f s, its actors and "
+            "their commands %.2f s",
+            self.spawned,
+            self.crashed,
+            used.own,
+            used.waited,
         )
 
     # --- actors -----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -125,7 +126,11 @@ def test_a_forked_actor_runs_as_an_actor_and_drains_on_sigint(settings, tmp_path
     assert actor.exitcode == 0  # drained: a clean exit, not death by the signal
     log = (settings.LOGS_DIR / "actors.log").read_text()
     assert f"actor crawl started (pid {actor.pid})" in log
-    assert f"actor crawl exits after 0 records (pid {actor.pid})" in log
+    # As it exits, the actor says what CPU it used, and its commands (it ran none).
+    exit_line = rf"actor crawl exits after 0 records \(pid {actor.pid}\); CPU (\d+\.\d\d) s, "
+    used = re.search(exit_line + r"its commands 0\.00 s", log)
+    assert used is not None, log
+    assert 0 < float(used[1]) < 60  # its own start and wait, not the test process's before it
     assert not list(wake_dir().glob(f"crawl.{actor.pid}.*"))  # its FIFO went with it
 
 

@@ -304,7 +304,11 @@ def test_exit_on_idle_with_nothing_queued_returns_at_once(vellum: Vellum) -> Non
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 10
     assert "Traceback" not in done.stderr
-    assert "orchestrator stopped; 0 actors spawned, 0 crashed" in vellum.log("orchestrator.log")
+    stopped = "orchestrator stopped; 0 actors spawned, 0 crashed; CPU "
+    assert re.search(
+        re.escape(stopped) + r"\d+\.\d\d s, its actors and their commands 0\.00 s",
+        vellum.log("orchestrator.log"),
+    )
 
 
 def test_exit_on_idle_archives_what_is_queued_then_exits(

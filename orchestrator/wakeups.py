@@ -8,16 +8,18 @@ goes out when the transaction commits (``transaction.on_commit``): a listener wo
 not yet see the row.
 
 The embedded default needs no server: each listener (the orchestrator; an actor while it waits
-for work) owns a FIFO in ``DATA_DIR/run/<host>/wake/`` named ``<topic>.<pid>.<token>``, where the
-topic is ``all`` for an orchestrator that stays (supervisord's), ``passing`` for one that ends
-when idle or done (``add --wait``'s own), the kind (``archiveresult``) for an actor, and
-``watch`` for ``add --wait`` while a staying orchestrator archives its crawl
-(orchestrator/handover.py); a ``watch`` FIFO takes ``final`` pings only. A ping writes
-one line (``due crawl``) to every FIFO whose topic takes it, without blocking: a full FIFO already
-holds a wake-up. A FIFO nobody reads any more (its process was killed) refuses the write
-(ENXIO), and the writer removes it. The folder is per host because a FIFO carries data only
-between processes of one kernel, and DATA_DIR may be shared between machines (DESIGN.md §6);
-those wake up through their own polls, which stay as the safety net.
+for work) owns a FIFO in ``DATA_DIR/run/<host>/wake/<database>/`` named
+``<topic>.<pid>.<token>``, where the topic is ``all`` for an orchestrator that stays
+(supervisord's), ``passing`` for one that ends when idle or done (``add --wait``'s own), the
+kind (``archiveresult``) for an actor, and ``watch`` for ``add --wait`` while a staying
+orchestrator archives its crawl (orchestrator/handover.py); a ``watch`` FIFO takes ``final``
+pings only. A ping writes one line (``due crawl``) to every FIFO whose topic takes it, without
+blocking: a full FIFO already holds a wake-up. A FIFO nobody reads any more (its process was
+killed) refuses the write (ENXIO), and the writer removes it. The folder is per host because a
+FIFO carries data only between processes of one kernel, and DATA_DIR may be shared between
+machines (DESIGN.md §6); those wake up through their own polls, which stay as the safety net.
+It is per database too (``database_label``): a process on another database has no record a
+ping could be about.
 
 On PostgreSQL every ping is also a ``NOTIFY vellum_wake`` (sent in the writer's transaction,
 delivered when it commits), which each orchestrator LISTENs to on a connection of its own
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import secrets
@@ -68,8 +71,27 @@ _set_aside: list[object] = []  # LISTEN connections inherited by a forked child,
 
 
 def wake_dir() -> Path:
-    """Return ``DATA_DIR/run/<host>/wake``, the folder of this machine's listeners' FIFOs."""
-    return Path(settings.DATA_DIR) / "run" / socket.gethostname() / "wake"
+    """Return ``DATA_DIR/run/<host>/wake/<database>``, the folder of the FIFOs of this machine's
+    listeners that work on this process's database (``database_label``)."""
+    return Path(settings.DATA_DIR) / "run" / socket.gethostname() / "wake" / database_label()
+
+
+def database_label() -> str:
+    """Name the database this process works on: its vendor and a digest of where it is
+    (``sqlite-<hex>``, ``postgresql-<hex>``), the same in every process that uses it.
+
+    Wake-ups are only for processes on one database: a DATA_DIR is shared by an orchestrator
+    on PostgreSQL and a shell whose ``add`` has no DATABASE_URL (SQLite), and ``add --wait``
+    must not leave its crawl to an orchestrator that never sees it. A SQLite file is known by
+    its absolute path, a server's database by host, port and name (not user or password).
+    """
+    database = connection.settings_dict
+    if connection.vendor == "sqlite":
+        where = os.path.abspath(os.fspath(database["NAME"]))
+    else:
+        where = f"{database.get('HOST') or ''}:{database.get('PORT') or ''}/{database['NAME']}"
+    digest = hashlib.blake2b(where.encode("utf-8", "surrogateescape"), digest_size=5)
+    return f"{connection.vendor}-{digest.hexdigest()}"
 
 
 def notify_due(*kinds: str) -> None:

@@ -553,7 +553,7 @@ def wait_until_sealed(vellum: Vellum, *, crawls: int) -> None:
 def waiting_for_the_orchestrator(vellum: Vellum, add: subprocess.Popen) -> bool:
     """True once ``add --wait`` waits for the staying orchestrator: its ``watch`` FIFO exists
     (made after its signal handlers are set, orchestrator/handover.py)."""
-    return any((vellum.data_dir / "run").glob(f"*/wake/watch.{add.pid}.*"))
+    return any((vellum.data_dir / "run").glob(f"*/wake/*/watch.{add.pid}.*"))
 
 
 # A crawl the staying orchestrator is busy with for a while: wget on a page that never ends,
@@ -632,3 +632,31 @@ def test_ctrl_c_after_add_wait_handed_over_stops_only_the_waiting(
     assert "sealed" not in out
     assert not waiting_for_the_orchestrator(vellum, add)  # its FIFO went with it
     assert orchestrators_started(vellum) == [resident.pid]
+
+
+def test_add_wait_leaves_no_crawl_to_an_orchestrator_on_another_database(
+    vellum: Vellum, live_site: LiveSite
+) -> None:
+    """One DATA_DIR, two databases (supervisord's orchestrator with a DATABASE_URL, a shell's
+    ``add`` without): the orchestrator would never see the crawl, so ``add --wait`` archives
+    it itself instead of waiting for it."""
+    env = {"EXTRACTORS": "wget,title"}
+    other = {"DATABASE_URL": f"sqlite:///{vellum.data_dir / 'other.sqlite3'}"}
+    migrated = vellum.manage("migrate", "--no-input", **other)
+    assert migrated.returncode == 0, migrated.stderr
+    resident = start_orchestrator(vellum, **env, **other)
+    try:
+        done = vellum.manage("add", "--wait", live_site.url("/page2.html"),
+                             timeout=CRAWL_TIMEOUT, **env)  # fmt: skip
+        still_running = resident.poll() is None
+    finally:
+        end(resident)
+
+    assert done.returncode == 0, done.stderr
+    assert "The orchestrator running on this machine" not in done.stdout
+    assert "Crawl 1 sealed" in done.stdout
+    assert still_running
+    started = orchestrators_started(vellum)
+    assert len(started) == 2 and started[0] == resident.pid  # add --wait ran one of its own
+    (row,) = vellum.list_json()
+    assert row["results"]["wget"]["status"] == "succeeded"

@@ -115,6 +115,24 @@ def test_the_staying_orchestrators_are_those_whose_fifo_is_open(wake_folder) -> 
     assert staying_orchestrators() == []
 
 
+def test_a_process_on_another_database_neither_sees_nor_pings_these_listeners(
+    wake_folder, monkeypatch, tmp_path
+) -> None:
+    """The same DATA_DIR with another database (a DATABASE_URL set for supervisord's
+    orchestrator, not in a shell): its FIFOs are in a folder of their own."""
+    with Listener("all"), Listener("crawl"):
+        here = wake_dir()
+        monkeypatch.setitem(connection.settings_dict, "NAME", str(tmp_path / "other.sqlite3"))
+        elsewhere = wake_dir()
+        unseen, unpinged = staying_orchestrators(), ping(DUE, "crawl")
+        monkeypatch.undo()
+
+        assert elsewhere != here and elsewhere.parent == here.parent
+        assert (unseen, unpinged) == ([], 0)
+        assert staying_orchestrators() == [os.getpid()]
+        assert ping(DUE, "crawl") == 2
+
+
 def test_what_only_looks_like_an_orchestrators_fifo_is_none(wake_folder, tmp_path) -> None:
     with Listener("crawl") as actor:
         (wake_folder / "all.123.abcd").write_text("a file put there by hand")

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from core.extractors.process import SETPRIV, CommandCancelled, cancel_requested
+from core.extractors.process import SETPRIV, CommandCancelled, cancel_requested, on_shutdown
 
 JOBS_PER_WORKER = 200
 POLL_SECONDS = 0.1
@@ -128,6 +128,7 @@ class WaczWorker:
 
     def __init__(self) -> None:
         self.process: subprocess.Popen | None = None
+        self.owner = os.getpid()  # the process that started ``process``
         self.jobs = 0
         self.noise: list[str] = []  # recent lines the worker printed that were not "done"
 
@@ -169,8 +170,12 @@ class WaczWorker:
             self._start()
 
     def close(self) -> None:
-        """Stop the worker, if any (its whole process group)."""
+        """Stop the worker, if any (its whole process group), and wait for it. A worker that a
+        process forked from this one's parent started is its parent's: only forgotten."""
         if self.process is None:
+            return
+        if self.owner != os.getpid():
+            self.process, self.jobs = None, 0
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
@@ -184,6 +189,7 @@ class WaczWorker:
         cmd = [sys.executable, "-c", _WORKER]
         if SETPRIV:
             cmd = [SETPRIV, "--pdeathsig", "KILL", "--", *cmd]
+        self.owner = os.getpid()
         self.process = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
@@ -228,7 +234,11 @@ class WaczWorker:
 
 
 _worker = WaczWorker()
+# At exit, and when an actor stops: a forked actor ends with os._exit, which runs no atexit
+# function, and a worker left to its parent-death signal would go unwaited (its CPU time
+# uncounted in the actor's, orchestrator/usage.py).
 atexit.register(_worker.close)
+on_shutdown(_worker.close)
 
 
 def shared_worker() -> WaczWorker:

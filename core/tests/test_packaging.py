@@ -24,6 +24,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from core.extractors.errors import Outcome
+from core.extractors.process import run_shutdown_hooks
 from core.extractors.wget import WgetExtractor
 from core.folder import pywacz_worker
 from core.folder.manifest import TEMP_PREFIX
@@ -41,6 +42,7 @@ from core.folder.wacz import (
 )
 from core.tests.site import PIXEL_PNG, LiveSite
 from core.tests.warc_folders import WARC_DATE, WARC_PATH, make_snapshot_folder, write_warc
+from orchestrator.forking import fork_process
 
 URL = "http://example.test/page"
 ARCHIVED_AT = datetime(2025, 3, 4, 5, 0, 0, tzinfo=UTC)
@@ -473,6 +475,30 @@ def test_a_killed_worker_is_replaced_by_the_next_job(folder: Path, fresh_worker)
 
     assert fresh_worker.process.pid != killed
     assert validate_wacz(folder / WACZ_NAME, timeout=TIMEOUT) == []
+
+
+def test_an_actor_stopping_stops_and_waits_for_its_worker(fresh_worker) -> None:
+    """A forked actor ends with os._exit, which runs no atexit function: its shutdown hooks
+    (orchestrator/actor.py) stop the worker and wait for it."""
+    warm_up_packaging()
+    worker = fresh_worker.process
+
+    run_shutdown_hooks()
+
+    assert fresh_worker.process is None
+    assert worker.returncode is not None  # waited for: its CPU time counts as the actor's
+
+
+def test_a_forked_child_leaves_its_parents_worker_running(fresh_worker) -> None:
+    warm_up_packaging()
+    worker = fresh_worker.process
+
+    child = fork_process(fresh_worker.close)  # a forked actor's shutdown hook
+    child.join(timeout=TIMEOUT)
+
+    assert child.exitcode == 0
+    assert worker.poll() is None  # still the parent's to use
+    assert fresh_worker.process is worker
 
 
 def test_a_worker_past_its_timeout_is_killed_with_its_group(folder: Path, fresh_worker) -> None:

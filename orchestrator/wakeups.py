@@ -80,16 +80,21 @@ def database_label() -> str:
     """Name the database this process works on: its vendor and a digest of where it is
     (``sqlite-<hex>``, ``postgresql-<hex>``), the same in every process that uses it.
 
-    Wake-ups are only for processes on one database: a DATA_DIR is shared by an orchestrator
-    on PostgreSQL and a shell whose ``add`` has no DATABASE_URL (SQLite), and ``add --wait``
-    must not leave its crawl to an orchestrator that never sees it. A SQLite file is known by
-    its absolute path, a server's database by host, port and name (not user or password).
+    Wake-ups are only for processes on one database: a DATA_DIR may be shared by an
+    orchestrator on PostgreSQL and a shell whose ``add`` has no DATABASE_URL (SQLite), and
+    ``add --wait`` must not leave its crawl to an orchestrator that never sees it. A SQLite
+    file is known by its real path (symbolic links resolved), a server's database by its name
+    alone: one server is reached as ``localhost``, ``127.0.0.1`` or a socket, which no string
+    shows to be the same; two servers with databases of one name, on one machine and sharing
+    one DATA_DIR, would share the folder (as every process did before it was per database).
+    Should two processes of one database still differ (a SQLite file reached through a hard
+    link), their pings go through PostgreSQL's NOTIFY or, on SQLite, wait for the polls.
     """
     database = connection.settings_dict
     if connection.vendor == "sqlite":
-        where = os.path.abspath(os.fspath(database["NAME"]))
+        where = os.path.realpath(os.fspath(database["NAME"]))
     else:
-        where = f"{database.get('HOST') or ''}:{database.get('PORT') or ''}/{database['NAME']}"
+        where = str(database["NAME"])
     digest = hashlib.blake2b(where.encode("utf-8", "surrogateescape"), digest_size=5)
     return f"{connection.vendor}-{digest.hexdigest()}"
 
@@ -111,11 +116,12 @@ def notify_final(kind: str) -> None:
 
 
 def _notify_database(event: str, kind: str) -> None:
-    """On PostgreSQL, NOTIFY ``"<event> <kind> <host>"`` in the current transaction (delivered
-    to every LISTENing orchestrator when it commits, never if it rolls back)."""
+    """On PostgreSQL, NOTIFY ``"<event> <kind> <host> <database label>"`` in the current
+    transaction (delivered to every LISTENing orchestrator when it commits, never if it rolls
+    back)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            payload = f"{event} {kind} {socket.gethostname()}"
+            payload = f"{event} {kind} {socket.gethostname()} {database_label()}"
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, payload])
 
 
@@ -334,7 +340,8 @@ class DatabaseListener:
     """
 
     def __init__(self, *, host: str | None = None):
-        self.host = host or socket.gethostname()  # pings from here are left to the FIFOs
+        # Pings sent from this host with this database label came through the FIFOs too.
+        self.origin = (host or socket.gethostname(), database_label())
         with connection.wrap_database_errors:
             self.connection = connection.get_new_connection(connection.get_connection_params())
             self.connection.autocommit = True
@@ -347,13 +354,14 @@ class DatabaseListener:
 
     def drain(self) -> frozenset[tuple[str, str]]:
         """Read the notifications waiting, without waiting; return the pings of other hosts
-        (``{("due", "crawl"), ...}``). Raises django.db.DatabaseError when the connection is
-        lost."""
+        (``{("due", "crawl"), ...}``), and of processes of this host whose FIFOs are in
+        another folder (another database label for the same database: ``database_label``).
+        Raises django.db.DatabaseError when the connection is lost."""
         pings = set()
         with connection.wrap_database_errors:
             for notification in self.connection.notifies(timeout=0):
-                event, kind, origin = [*notification.payload.split(" "), "", "", ""][:3]
-                if kind and origin != self.host:
+                event, kind, host, label = [*notification.payload.split(" "), "", "", ""][:4]
+                if kind and (host, label) != self.origin:
                     pings.add((event, kind))
         return frozenset(pings)
 

@@ -10,6 +10,7 @@ import contextlib
 import os
 import select
 import signal
+import socket
 import threading
 import time
 from datetime import timedelta
@@ -32,12 +33,14 @@ from orchestrator.forking import fork_process
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.services import queue_hold
 from orchestrator.wakeups import (
+    CHANNEL,
     DUE,
     FINAL,
     WATCH,
     DatabaseListener,
     Listener,
     Wake,
+    database_label,
     ping,
     staying_orchestrators,
     wake_dir,
@@ -122,15 +125,47 @@ def test_a_process_on_another_database_neither_sees_nor_pings_these_listeners(
     orchestrator, not in a shell): its FIFOs are in a folder of their own."""
     with Listener("all"), Listener("crawl"):
         here = wake_dir()
-        monkeypatch.setitem(connection.settings_dict, "NAME", str(tmp_path / "other.sqlite3"))
-        elsewhere = wake_dir()
-        unseen, unpinged = staying_orchestrators(), ping(DUE, "crawl")
-        monkeypatch.undo()
+        with monkeypatch.context() as other:
+            other.setitem(connection.settings_dict, "NAME", str(tmp_path / "other.sqlite3"))
+            elsewhere = wake_dir()
+            unseen, unpinged = staying_orchestrators(), ping(DUE, "crawl")
 
         assert elsewhere != here and elsewhere.parent == here.parent
         assert (unseen, unpinged) == ([], 0)
         assert staying_orchestrators() == [os.getpid()]
         assert ping(DUE, "crawl") == 2
+
+
+def test_one_sqlite_file_named_another_way_is_the_same_database(monkeypatch, tmp_path) -> None:
+    """As a DATABASE_URL names it (a string), as settings do (a Path), or through a symbolic
+    link: one file, one label, one folder of FIFOs."""
+    monkeypatch.setattr(connection, "vendor", "sqlite")
+    file = tmp_path / "db.sqlite3"
+    (tmp_path / "link").symlink_to(tmp_path)
+    labels = set()
+    for name in (file, str(file), str(tmp_path / "link" / "db.sqlite3")):
+        monkeypatch.setitem(connection.settings_dict, "NAME", name)
+        labels.add(database_label())
+    monkeypatch.setitem(connection.settings_dict, "NAME", str(tmp_path / "other.sqlite3"))
+
+    assert len(labels) == 1 and labels.pop().startswith("sqlite-")
+    assert database_label() not in labels
+
+
+def test_one_server_database_reached_another_way_is_the_same_database(monkeypatch) -> None:
+    """``localhost``, ``127.0.0.1`` or a socket, with or without its port: the database's
+    name is what tells it."""
+    monkeypatch.setattr(connection, "vendor", "postgresql")
+    monkeypatch.setitem(connection.settings_dict, "NAME", "vellum")
+    labels = set()
+    for host, port in (("127.0.0.1", 5432), ("localhost", ""), ("", "5432"), ("/run/pg", None)):
+        monkeypatch.setitem(connection.settings_dict, "HOST", host)
+        monkeypatch.setitem(connection.settings_dict, "PORT", port)
+        labels.add(database_label())
+    monkeypatch.setitem(connection.settings_dict, "NAME", "another")
+
+    assert len(labels) == 1 and labels.pop().startswith("postgresql-")
+    assert database_label() not in labels
 
 
 def test_what_only_looks_like_an_orchestrators_fifo_is_none(wake_folder, tmp_path) -> None:
@@ -485,6 +520,23 @@ def test_this_machines_own_pings_are_left_to_its_fifos(wake_folder) -> None:
 
         assert wait_readable(listener.fileno())
         assert listener.drain() == frozenset()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_ping_of_this_machine_under_another_database_label_comes_through_postgresql(
+    wake_folder,
+) -> None:
+    """A process of this machine whose FIFOs are in another folder (the same database named
+    otherwise) is heard through NOTIFY; one of this folder is left to the FIFOs."""
+    needs_postgresql()
+    here = f"{socket.gethostname()} {database_label()}"
+    with DatabaseListener() as listener, connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{DUE} crawl {here}"])
+        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{DUE} snapshot {here}x"])
+
+        assert wait_readable(listener.fileno())
+        assert listener.drain() == {(DUE, "snapshot")}
 
 
 @pytest.mark.postgres

@@ -53,7 +53,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import re
 import resource
 import shlex
 import shutil
@@ -329,8 +328,10 @@ def run_raw(urls: list[str], jobs: int, folder: Path) -> RunResult:
 
 
 def vellum_env(data_dir: Path) -> dict[str, str]:
-    """Return this process's environment with DATA_DIR and the settings module set."""
-    return {**os.environ, "DATA_DIR": str(data_dir), "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE}
+    """Return this process's environment with DATA_DIR and the settings module set, and
+    LOG_LEVEL at INFO: the CPU split reads the lines actors log as they exit."""
+    return {**os.environ, "DATA_DIR": str(data_dir), "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+            "LOG_LEVEL": "INFO"}  # fmt: skip
 
 
 def manage(args: list[str], env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
@@ -355,26 +356,35 @@ def run_vellum(urls: list[str], folder: Path, timeout: float) -> RunResult:
         cpu_seconds=cpu_seconds,
         results=_nonzero(counts["archiveresult"]),
         snapshots=_nonzero(counts["snapshot"]),
-        cpu_split=cpu_by_process(data_dir / "logs" / "actors.log", cpu_seconds),
+        cpu_split=cpu_by_process(data_dir / "logs", cpu_seconds),
     )
 
 
-# What an actor logs as it exits (orchestrator/actor.py, orchestrator/usage.py).
-ACTOR_EXIT = re.compile(
-    r"actor (?P<kind>\w+) exits after \d+ records \(pid \d+\); "
-    r"CPU (?P<own>[\d.]+) s, its commands (?P<commands>[\d.]+) s"
-)
-
-
-def cpu_by_process(actors_log: Path, total: float) -> dict[str, float]:
+def cpu_by_process(logs: Path, total: float) -> dict[str, float]:
     """Split ``total``, the CPU seconds of one ``add --wait`` and all it ran, by process: each
     kind of actor's own (``<kind> actors``), the commands they ran (``commands``: wget, curl,
-    a browser), and what is left, the ``add`` process itself with its orchestrator."""
+    a browser, in part: orchestrator/usage.py), and what is left, the ``add`` process itself
+    with its orchestrator, from the lines each actor and the orchestrator log as they exit
+    (``logs``: DATA_DIR/logs). An actor that logged none (one killed) counts in what is left:
+    a warning says so."""
+    from orchestrator.usage import ACTOR_EXIT, ORCHESTRATOR_STOP
+
     split: Counter[str] = Counter()
-    for match in ACTOR_EXIT.finditer(actors_log.read_text(errors="replace")):
+    exits = list(ACTOR_EXIT.finditer(_read(logs / "actors.log")))
+    for match in exits:
         split[f"{match['kind']} actors"] += float(match["own"])
         split["commands"] += float(match["commands"])
+    spawned = sum(
+        int(m["spawned"]) for m in ORCHESTRATOR_STOP.finditer(_read(logs / "orchestrator.log"))
+    )
+    if len(exits) != spawned:
+        log(f"warning: {len(exits)} actors logged their CPU of {spawned} spawned; "
+            "the rest counts as the add process's")  # fmt: skip
     return {"add and its orchestrator": max(total - sum(split.values()), 0.0), **split}
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def _timed_add(urls_file: Path, env: dict[str, str], log_path: Path, timeout: float) -> float:

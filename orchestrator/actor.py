@@ -29,7 +29,7 @@ from django.utils import timezone
 from core.extractors.process import CommandCancelled, cancel_requested, run_shutdown_hooks
 from orchestrator import claimlog
 from orchestrator.claims import claim_next_with_companions, hand_back, reload_claimed
-from orchestrator.usage import cpu_used
+from orchestrator.usage import ACTOR_EXIT_FORMAT, cpu_used
 from orchestrator.wakeups import Listener, Wake
 from orchestrator.work import WorkType
 
@@ -192,7 +192,7 @@ class Actor:
             self.listener.close()
         used = cpu_used()
         logger.info(
-            "actor %s exits after %d records (pid %d); CPU %.2f s, its commands %.2f s",
+            ACTOR_EXIT_FORMAT,
             self.kind.name,
             self.done,
             os.getpid(),

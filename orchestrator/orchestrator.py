@@ -34,7 +34,7 @@ from django.utils import timezone
 from orchestrator.diskguard import disk_usage
 from orchestrator.forking import start_actor
 from orchestrator.prepared import prepared_count, prepared_records
-from orchestrator.usage import cpu_used
+from orchestrator.usage import ORCHESTRATOR_STOP_FORMAT, cpu_used
 from orchestrator.wakeups import (
     ALL,
     DUE,
@@ -259,8 +259,7 @@ class Orchestrator:
             self.database_listener.close()
         used = cpu_used()
         logger.info(
-            "orchestrator stopped; %d actors spawned, %d crashed; CPU %.2f s, its actors and "
-            "their commands %.2f s",
+            ORCHESTRATOR_STOP_FORMAT,
             self.spawned,
             self.crashed,
             used.own,

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 from orchestrator.usage import cpu_used
 
-# Python code that keeps a CPU busy for a moment (some 0.1 s here), then exits.
-BUSY = "sum(i * i for i in range(2_000_000))"
+WORK_SECONDS = 0.3  # CPU seconds each side keeps busy for: far above the clock's tick
+# Python code that keeps a CPU busy for WORK_SECONDS of its own time, then exits.
+BUSY = f"""
+import time
+end = time.process_time() + {WORK_SECONDS}
+while time.process_time() < end:
+    pass
+"""
 
 
 def test_a_waited_for_command_counts_as_the_callers_commands_not_its_own() -> None:
@@ -17,15 +24,17 @@ def test_a_waited_for_command_counts_as_the_callers_commands_not_its_own() -> No
     subprocess.run([sys.executable, "-c", BUSY], check=True)
     after = cpu_used()
 
-    assert after.waited - before.waited > 0.05
-    assert after.own - before.own < after.waited - before.waited
+    assert after.waited - before.waited >= WORK_SECONDS
+    assert after.own - before.own < WORK_SECONDS
 
 
 def test_own_cpu_grows_with_the_process_own_work() -> None:
     before = cpu_used()
 
-    sum(i * i for i in range(2_000_000))  # BUSY's work, in this process
+    end = time.process_time() + WORK_SECONDS
+    while time.process_time() < end:
+        pass
     after = cpu_used()
 
-    assert after.own - before.own > 0.05
+    assert after.own - before.own >= WORK_SECONDS - 0.01  # getrusage and process_time agree
     assert after.waited == before.waited

@@ -6,8 +6,8 @@ the CPU seconds, user plus system, of the process itself and of the descendants 
 for the orchestrator, its actors and everything they ran (``add --wait``'s own orchestrator
 runs in the ``add`` process: its own figure is that whole command's). A forked child's counts
 start at zero at the fork, so an actor's own figure is its own work, not the orchestrator's
-before it.
-Summed over a crawl's actors (bench/throughput.py does) they tell where the CPU went.
+before it. Summed over a crawl's actors (bench/throughput.py does) they tell where the CPU
+went.
 
 A descendant counts only once every process between it and the caller has waited for it. With
 a browser the commands' figure is therefore a lower bound: on 20 pages of the default profile

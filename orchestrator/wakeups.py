@@ -86,7 +86,7 @@ def database_label() -> str:
     file is known by its real path (symbolic links resolved), a server's database by its name
     alone: one server is reached as ``localhost``, ``127.0.0.1`` or a socket, which no string
     shows to be the same; two servers with databases of one name, on one machine and sharing
-    one DATA_DIR, would share the folder (as every process did before it was per database).
+    one DATA_DIR, share the folder.
     Should two processes of one database still differ (a SQLite file reached through a hard
     link), their pings go through PostgreSQL's NOTIFY or, on SQLite, wait for the polls.
     """

@@ -170,8 +170,9 @@ class WaczWorker:
             self._start()
 
     def close(self) -> None:
-        """Stop the worker, if any (its whole process group), and wait for it. A worker that a
-        process forked from this one's parent started is its parent's: only forgotten."""
+        """Stop the worker, if any (its whole process group), and wait for it. One that another
+        process started (the parent this one was forked from) is that process's: it is only
+        forgotten here."""
         if self.process is None:
             return
         if self.owner != os.getpid():

@@ -367,6 +367,8 @@ def cpu_by_process(logs: Path, total: float) -> dict[str, float]:
     with its orchestrator, from the lines each actor and the orchestrator log as they exit
     (``logs``: DATA_DIR/logs). An actor that logged none (one killed) counts in what is left:
     a warning says so."""
+    # Imported here, as this script's other Vellum imports: the repository joins sys.path in
+    # setup_django, which main() calls first.
     from orchestrator.usage import ACTOR_EXIT, ORCHESTRATOR_STOP
 
     split: Counter[str] = Counter()

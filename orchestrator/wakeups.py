@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import os
 import re
@@ -86,17 +87,20 @@ def database_label() -> str:
     file is known by its real path (symbolic links resolved), a server's database by its name
     alone: one server is reached as ``localhost``, ``127.0.0.1`` or a socket, which no string
     shows to be the same; two servers with databases of one name, on one machine and sharing
-    one DATA_DIR, share the folder.
-    Should two processes of one database still differ (a SQLite file reached through a hard
-    link), their pings go through PostgreSQL's NOTIFY or, on SQLite, wait for the polls.
+    one DATA_DIR, share the folder. Should two processes of one database still differ (a SQLite
+    file reached through a hard link), their pings go through PostgreSQL's NOTIFY or, on
+    SQLite, wait for the polls.
     """
-    database = connection.settings_dict
-    if connection.vendor == "sqlite":
-        where = os.path.realpath(os.fspath(database["NAME"]))
-    else:
-        where = str(database["NAME"])
+    return _label(connection.vendor, os.fspath(connection.settings_dict["NAME"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _label(vendor: str, name: str) -> str:
+    """``database_label`` of a database of ``vendor`` named ``name``, worked out once: every
+    ping asks for it, and resolving a path takes a system call per folder in it."""
+    where = os.path.realpath(name) if vendor == "sqlite" else name
     digest = hashlib.blake2b(where.encode("utf-8", "surrogateescape"), digest_size=5)
-    return f"{connection.vendor}-{digest.hexdigest()}"
+    return f"{vendor}-{digest.hexdigest()}"
 
 
 def notify_due(*kinds: str) -> None:

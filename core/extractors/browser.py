@@ -1,22 +1,10 @@
 """One headless Chromium per actor, shared by the extractors that render a page.
 
 Launching Chromium costs far more than rendering one page, so an actor starts Debian's
-``chromium`` once, on the first page it renders, and reuses it. The browser is started again
-after ``CHROMIUM_RESTART_PAGES`` pages (memory grows with every page) and after it crashes or
-misses a deadline.
-
-Each page is loaded as a first-time visitor would load it: no cookies, storage or cache carried
-from one page to the next. A browser context of its own for every page did that, at a price: on
-20 python3-doc pages Chromium and its driver spent 1.5 to 1.7 s of CPU a page loading them so,
-and 0.8 s loading them in one context that keeps a blank page open (a context whose last page
-has closed makes its next one cost about as much as a new context). So the context of a page is
-kept for the next page with the same user agent, with a blank page open in it, and wiped before
-that page loads (``_wipe``): every cookie, all storage of each origin the page before fetched
-from (Storage.clearDataForOrigin ``all``: local storage, IndexedDB, Cache Storage, ...) and the
-HTTP cache; every page is a new page (sessionStorage is per page). The wipe leaves HSTS (a
-host that sent it is then asked over https, as by a returning visitor), open connections, and
-visited links, which a headless context does not show (checked in screenshots). A visit signed
-in with a persona's cookies, or one that failed, has a context of its own, closed after it.
+``chromium`` once, on the first page it renders, and reuses it: each page gets a fresh browser
+context (no cookies, cache or storage carried from one page to the next). The browser is
+started again after ``CHROMIUM_RESTART_PAGES`` pages (memory grows with every page) and after
+it crashes or misses a deadline.
 
 Playwright launches it and drives it over ``--remote-debugging-pipe`` (file descriptors 3 and 4
 of the browser): there is no DevTools TCP port that another process or user of the machine
@@ -52,7 +40,7 @@ from core.extractors.behaviours import DIALOG_SCRIPT, WATCH_SCRIPT
 from core.extractors.credentials import Credentials
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, on_shutdown, process_state
-from core.extractors.recorder import Recorder, recorder_of
+from core.extractors.recorder import Recorder
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -183,13 +171,6 @@ class Browser:
         self._connection = None
         # The last page loaded: (url, user agent, final url, time.monotonic(), page).
         self._visit_open: tuple | None = None
-        # The user agent of that page's context, when the context may serve the next page
-        # (None: it is closed with the page), and the page's popup watch.
-        self._open_agent: str | None = None
-        self._popups: _Popups | None = None
-        # The context of the last page, kept for the next one: (its user agent, the context,
-        # the origins that page fetched from, whose storage is cleared before the next).
-        self._spare: tuple[str, object, set[str]] | None = None
         # What the egress proxy refused while that page loaded: every capture of it lists them
         # (core/extractors/rendering.py keeps it).
         self.visit_refusals: list = []
@@ -326,13 +307,29 @@ class Browser:
         if not reused:
             self.pages += 1  # loads, not captures: CHROMIUM_RESTART_PAGES counts pages
             self._close_visit()
-            page = self._open_page(key[0], user_agent, credentials)
+            context = self._connection.new_context(
+                user_agent=user_agent,
+                viewport={"width": 1280, "height": 800},
+                accept_downloads=False,
+                # A service worker's fetches are made where the recorder cannot see them.
+                service_workers="block",
+                storage_state=credentials.storage_state() if credentials else None,
+                extra_http_headers=credentials.headers if credentials else None,
+            )
+            Recorder.attach(context)
+            context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
+            context.add_init_script(DIALOG_SCRIPT)  # dialogs answered in the page, at once
+            context.on("dialog", _dismiss_dialog)
+            page = context.new_page()
+            popups = _Popups(key[0], page)
+            context.on("page", popups.close)
+            context.on("close", popups.report)
         try:
             page.set_default_timeout(timeout * 1000)
             if not reused:
                 refused = load(page)
                 if refused is not None:
-                    self._end_page(page)
+                    _close_context(page)
                     return refused
                 self._visit_open = (key, page.url, time.monotonic(), page)
             captured = capture(page)
@@ -342,7 +339,7 @@ class Browser:
             return captured
         except BaseException:
             self._visit_open = None
-            self._end_page(page)
+            _close_context(page)
             raise
 
     def _last_page(self, key: tuple) -> Page | None:
@@ -356,83 +353,11 @@ class Browser:
             return None
         return page if time.monotonic() - at <= VISIT_REUSE_SECONDS else None
 
-    def _open_page(self, url: str, user_agent: str, credentials: Credentials | None) -> Page:
-        """A new page, recorded from its first request: in the spare context, wiped, when it
-        has ``user_agent`` and ``credentials`` are None; else in a new context."""
-        page = self._page_in_spare(user_agent) if credentials is None else None
-        if page is None:
-            page = self._new_context(user_agent, credentials).new_page()
-        context = page.context
-        self._open_agent = user_agent if credentials is None else None
-        Recorder.attach(context)
-        self._popups = _Popups(url, page)
-        context.on("page", self._popups.close)
-        return page
-
-    def _page_in_spare(self, user_agent: str) -> Page | None:
-        """A new page of the spare context, wiped (``_wipe``), if there is one for
-        ``user_agent``; None otherwise (a spare of another user agent is closed)."""
-        spare, self._spare = self._spare, None
-        if spare is None:
-            return None
-        agent, context, origins = spare
-        if agent == user_agent:
-            with contextlib.suppress(Exception):  # the browser or its context went away
-                page = context.new_page()
-                if _wipe(page, origins):
-                    return page
-        _close(context)
-        return None
-
-    def _new_context(self, user_agent: str, credentials: Credentials | None):
-        context = self._connection.new_context(
-            user_agent=user_agent,
-            viewport={"width": 1280, "height": 800},
-            accept_downloads=False,
-            # A service worker's fetches are made where the recorder cannot see them.
-            service_workers="block",
-            storage_state=credentials.storage_state() if credentials else None,
-            extra_http_headers=credentials.headers if credentials else None,
-        )
-        context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
-        context.add_init_script(DIALOG_SCRIPT)  # dialogs answered in the page, at once
-        context.on("dialog", _dismiss_dialog)
-        if credentials is None:
-            # A context that may serve page after page keeps a blank page open: one whose last
-            # page closed makes its next page cost twice the CPU (0.8 s more a python3-doc page).
-            context.new_page()
-        return context
-
     def _close_visit(self) -> None:
-        """End the open visit: its page is closed, and its context wiped and kept as the
-        spare (closed when it may not serve another page, or the wipe fails)."""
-        if self._visit_open is None:
-            return
-        page = self._visit_open[-1]
-        self._visit_open = None
-        self._end_page(page, keep=self._open_agent)
-
-    def _end_page(self, page: Page, *, keep: str | None = None) -> None:
-        """Close ``page`` and report the windows it opened; keep its context as the spare
-        for user agent ``keep`` (wiped before its next page), or with ``keep`` None close it."""
-        context = page.context
-        self._open_agent = None
-        if self._popups is not None:
-            with contextlib.suppress(Exception):
-                context.remove_listener("page", self._popups.close)
-            self._popups.report()
-            self._popups = None
-        recorder = recorder_of(page)
-        if keep is None or recorder is None:
-            _close(context)
-            return
-        recorder.detach(context)
-        try:
-            page.close()
-        except Exception:  # a crashed or hung page: its context is not reused
-            _close(context)
-            return
-        self._spare = (keep, context, recorder.origins())
+        if self._visit_open is not None:
+            page = self._visit_open[-1]
+            self._visit_open = None
+            _close_context(page)
 
     def kill(self) -> None:
         """SIGKILL Chromium's whole process group (a deadline was missed); from then on the
@@ -459,9 +384,6 @@ class Browser:
     def _disconnect(self) -> None:
         """Close the browser and stop Playwright's driver (in the browser's thread)."""
         self._close_visit()
-        if self._spare is not None:
-            _close(self._spare[1])
-            self._spare = None
         if self._context is not None:
             with contextlib.suppress(Exception):
                 self._context.close()
@@ -499,29 +421,10 @@ def new_temp_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"vellum-chromium-{os.getpid()}-"))
 
 
-def _close(context) -> None:
-    """Close a browser context (its cookies, storage and cache go with it)."""
+def _close_context(page: Page) -> None:
+    """Close ``page``'s browser context (its cookies, storage and cache go with it)."""
     with contextlib.suppress(Exception):  # a killed or crashed browser cannot close it
-        context.close()
-
-
-def _wipe(page: Page, origins: set[str]) -> bool:
-    """Clear what the pages before ``page`` (a new page, not loaded yet) left in its context,
-    so that it loads as a first-time visitor's would: every cookie, all storage
-    (Storage.clearDataForOrigin's ``all``: local storage, IndexedDB, Cache Storage, ...) of
-    each of ``origins`` (where they fetched from), and the HTTP cache (Network.
-    clearBrowserCache). Return False when any of it failed: the context must not be used."""
-    try:
-        page.context.clear_cookies()
-        session = page.context.new_cdp_session(page)
-        for origin in sorted(origins):
-            session.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
-        session.send("Network.clearBrowserCache")
-        session.detach()
-    except Exception as error:  # the browser is gone or does not answer
-        logger.info("browser context not reused: %s", error)
-        return False
-    return True
+        page.context.close()
 
 
 def _dismiss_dialog(dialog) -> None:
@@ -548,7 +451,7 @@ class _Popups:
         with contextlib.suppress(Exception):  # it closed itself, or the context is closing
             popup.close()
 
-    def report(self) -> None:
+    def report(self, _context) -> None:
         if self.closed:
             logger.info("closed %d pages opened by %s", self.closed, self.url)
 

@@ -1,8 +1,7 @@
 """Record what the browser fetched while it loaded a page, and write it as WARC.
 
-A ``Recorder`` is attached to the browser context of each page the shared Chromium loads
-(core/extractors/browser.py), before the page loads; a context that serves another page gets
-a new recorder, and the old one hears nothing more. It only notes Playwright's network events
+A ``Recorder`` is attached to each browser context the shared Chromium opens for a page
+(core/extractors/browser.py), before the page loads. It only notes Playwright's network events
 (``request``, ``requestfinished``, ``requestfailed``): nothing is asked of the browser until a
 capture wants the record, so a profile without the recording extractor pays nothing for it.
 Playwright reports the requests of every frame (cross-site frames run in renderers of their
@@ -75,41 +74,20 @@ class Recorder:
     """Notes every request a browser context makes, from the moment it is attached."""
 
     def __init__(self) -> None:
-        self._handlers: dict = {}  # event name -> its handler on the context (attach)
         self.requests: list = []  # every http(s) request, in the order it was made
         self.finished: set = set()
         self.failed: dict = {}  # request -> Chromium's error (net::ERR_...)
 
     @classmethod
     def attach(cls, context) -> Recorder:
-        """Start recording Playwright browser ``context``'s requests in a new recorder, in place
-        of the one attached before (if any), and return it."""
-        if (previous := _recorders.get(context)) is not None:
-            previous.detach(context)
+        """Start recording Playwright browser ``context``'s requests; return the recorder."""
         recorder = cls()
         # Playwright keeps an attribute on each handler: plain functions and partials only.
-        recorder._handlers = {
-            "request": partial(_on_request, recorder),
-            "requestfinished": partial(_on_finished, recorder),
-            "requestfailed": partial(_on_failed, recorder),
-        }
-        for event, handler in recorder._handlers.items():
-            context.on(event, handler)
+        context.on("request", partial(_on_request, recorder))
+        context.on("requestfinished", partial(_on_finished, recorder))
+        context.on("requestfailed", partial(_on_failed, recorder))
         _recorders[context] = recorder
         return recorder
-
-    def detach(self, context) -> None:
-        """Stop noting ``context``'s requests (what was recorded stays readable)."""
-        for event, handler in self._handlers.items():
-            context.remove_listener(event, handler)
-        if _recorders.get(context) is self:
-            del _recorders[context]
-
-    def origins(self) -> set[str]:
-        """The origins (RFC 6454 §6.2 serialization: ``scheme://host[:port]``) of every
-        request recorded: every origin whose documents or scripts could have run, and kept
-        storage, in the page."""
-        return {_origin(request.url) for request in self.requests}
 
     def write_warc(self, path: Path, *, software: str, max_bytes: int) -> Recording:
         """Write what was recorded so far as a gzipped WARC/1.1 file at ``path`` (in the
@@ -192,11 +170,6 @@ def _on_finished(recorder: Recorder, request) -> None:
 
 def _on_failed(recorder: Recorder, request) -> None:
     recorder.failed[request] = f"chromium: {request.failure or 'failed'}"
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
 def _of_a_closed_window(request) -> bool:

@@ -303,22 +303,18 @@ def test_a_popup_storm_is_held_off(
 class ClickingDom(DomExtractor):
     """A dom extractor that first clicks the page's button five times, as a reader would (a
     click is a gesture: the popup blocker lets each window open), then waits until the
-    browser has closed every page they opened, and notes how many of those were left open
-    (the context's pages before the clicks, the captured one among them, are not counted)."""
+    browser has closed every other page, and notes how many pages were left open."""
 
     pages_left: list[int]
 
     def capture(self, page, out_dir: Path) -> str:
-        before = set(page.context.pages)
         for _ in range(5):
             with page.context.expect_page():
                 page.click("#open")
-        opened = [other for other in page.context.pages if other not in before]
         deadline = time.monotonic() + 5
-        while opened and time.monotonic() < deadline:
+        while len(page.context.pages) > 1 and time.monotonic() < deadline:
             page.wait_for_timeout(50)
-            opened = [other for other in page.context.pages if other not in before]
-        self.pages_left = [len(opened)]
+        self.pages_left = [len(page.context.pages)]
         return super().capture(page, out_dir)
 
 
@@ -333,7 +329,7 @@ def test_every_window_a_page_opens_is_closed_and_counted(
     output = extractor.run(SimpleNamespace(url=url), tmp_path)
 
     assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
-    assert extractor.pages_left == [0]
+    assert extractor.pages_left == [1]  # the captured page alone
     assert site.asked("/popup?child") == 0  # no window opened by a window that was closed
     close_shared_browser()  # the visit ends: its count is logged
     assert closed_pages(caplog.messages, url) == 5

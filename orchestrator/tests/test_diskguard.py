@@ -164,6 +164,17 @@ def test_status_shows_an_open_guard(settings) -> None:
     assert "Disk guard open:" in text.getvalue()
 
 
+@pytest.mark.django_db
+def test_status_shows_the_data_path_as_it_is_spelt(settings, tmp_path) -> None:
+    settings.DATA_DIR = tmp_path / "Archive-Data"
+    settings.DATA_DIR.mkdir()
+    text = StringIO()
+
+    call_command("status", stdout=text)
+
+    assert f"Disk guard open: {tmp_path}/Archive-Data is " in text.getvalue()
+
+
 def test_the_orchestrator_logs_when_the_hold_starts_and_lifts(settings, caplog) -> None:
     orchestrator = Orchestrator()
     caplog.set_level(logging.INFO, logger="orchestrator")

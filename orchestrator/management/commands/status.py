@@ -125,7 +125,8 @@ def _print(console: Console, status: _Status) -> None:
 def _print_header(console: Console, disk: DiskUsage, queue: QueueState) -> None:
     console.print(f"Data folder: {settings.DATA_DIR}")
     style = "bold red" if disk.held else ""
-    console.print(disk.describe().capitalize(), style=style, soft_wrap=True)
+    line = disk.describe()  # not str.capitalize(): that lowercases the path in it
+    console.print(line[:1].upper() + line[1:], style=style, soft_wrap=True)
     if queue.status == QueueStatus.HELD:
         console.print(
             f"The {queue}: nothing is claimed (manage.py release --queue).",

@@ -1,9 +1,11 @@
 """Record what the browser fetched while it loaded a page, and write it as WARC.
 
-A ``Recorder`` is attached to each browser context the shared Chromium opens for a page
-(core/extractors/browser.py), before the page loads. It only notes Playwright's network events
-(``request``, ``requestfinished``, ``requestfailed``): nothing is asked of the browser until a
-capture wants the record, so a profile without the recording extractor pays nothing for it.
+A ``Recorder`` is attached to the browser context of each page the shared Chromium loads
+(core/extractors/browser.py), before the page loads; a context that serves another page of the
+same crawl gets a new recorder, and the old one hears nothing more. It only notes Playwright's
+network events (``request``, ``requestfinished``, ``requestfailed``): nothing is asked of the
+browser until a capture wants the record, so a profile without the recording extractor pays
+nothing for it.
 Playwright reports the requests of every frame (cross-site frames run in renderers of their
 own), of dedicated workers and of redirects, with the headers Chromium really sent and received
 (its ``*ExtraInfo`` events: cookies included). Service workers are blocked in the context
@@ -74,20 +76,35 @@ class Recorder:
     """Notes every request a browser context makes, from the moment it is attached."""
 
     def __init__(self) -> None:
+        self._handlers: dict = {}  # event name -> its handler on the context (attach)
         self.requests: list = []  # every http(s) request, in the order it was made
         self.finished: set = set()
         self.failed: dict = {}  # request -> Chromium's error (net::ERR_...)
 
     @classmethod
     def attach(cls, context) -> Recorder:
-        """Start recording Playwright browser ``context``'s requests; return the recorder."""
+        """Start recording Playwright browser ``context``'s requests in a new recorder, in place
+        of the one attached before (if any), and return it."""
+        if (previous := _recorders.get(context)) is not None:
+            previous.detach(context)
         recorder = cls()
         # Playwright keeps an attribute on each handler: plain functions and partials only.
-        context.on("request", partial(_on_request, recorder))
-        context.on("requestfinished", partial(_on_finished, recorder))
-        context.on("requestfailed", partial(_on_failed, recorder))
+        recorder._handlers = {
+            "request": partial(_on_request, recorder),
+            "requestfinished": partial(_on_finished, recorder),
+            "requestfailed": partial(_on_failed, recorder),
+        }
+        for event, handler in recorder._handlers.items():
+            context.on(event, handler)
         _recorders[context] = recorder
         return recorder
+
+    def detach(self, context) -> None:
+        """Stop noting ``context``'s requests (what was recorded stays readable)."""
+        for event, handler in self._handlers.items():
+            context.remove_listener(event, handler)
+        if _recorders.get(context) is self:
+            del _recorders[context]
 
     def write_warc(self, path: Path, *, software: str, max_bytes: int) -> Recording:
         """Write what was recorded so far as a gzipped WARC/1.1 file at ``path`` (in the

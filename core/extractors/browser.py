@@ -1,10 +1,25 @@
 """One headless Chromium per actor, shared by the extractors that render a page.
 
 Launching Chromium costs far more than rendering one page, so an actor starts Debian's
-``chromium`` once, on the first page it renders, and reuses it: each page gets a fresh browser
-context (no cookies, cache or storage carried from one page to the next). The browser is
-started again after ``CHROMIUM_RESTART_PAGES`` pages (memory grows with every page) and after
-it crashes or misses a deadline.
+``chromium`` once, on the first page it renders, and reuses it. The browser is started again
+after ``CHROMIUM_RESTART_PAGES`` pages (memory grows with every page) and after it crashes or
+misses a deadline.
+
+The pages of one crawl share a browser context, as they share one browser profile in
+Browsertrix Crawler: cookies and storage that one page set are there for the next, as for a
+reader going from page to page of a site. A new context for every page cost Chromium and its
+driver about twice the CPU of a new page in a kept context (0.8 to 0.9 s against 0.4 to 0.5 s
+per python3-doc page, loaded alone); a context whose last page has closed makes its next page
+cost as much as a new one, so a blank page stays open in the kept context. Three things
+are still each page's own: the page itself (a new page, with its own sessionStorage and
+history), its record (a new recorder) and the HTTP cache, cleared before it loads, so that
+every page fetches, and its WARC holds, all it needs (``_clear_cache``; each page has had a new
+renderer, so an empty memory cache too, but Chromium may share one past its process limit). A
+page of another crawl or user agent, one signed in with a persona's cookies, and one loaded
+for no crawl get a context of their own, and the kept one is closed; so is a context whose
+page failed (a crash, a missed deadline, an error of Playwright's). A crawl's pages are spread
+over the actors, and an actor may render other pages between two of them: a page finds the
+state of those before it that the same actor rendered since its context was last replaced.
 
 Playwright launches it and drives it over ``--remote-debugging-pipe`` (file descriptors 3 and 4
 of the browser): there is no DevTools TCP port that another process or user of the machine
@@ -40,7 +55,7 @@ from core.extractors.behaviours import DIALOG_SCRIPT, WATCH_SCRIPT
 from core.extractors.credentials import Credentials
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, on_shutdown, process_state
-from core.extractors.recorder import Recorder
+from core.extractors.recorder import Recorder, recorder_of
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -171,6 +186,14 @@ class Browser:
         self._connection = None
         # The last page loaded: (url, user agent, final url, time.monotonic(), page).
         self._visit_open: tuple | None = None
+        # What the open page's context is kept for when the page ends, and its blank page:
+        # (``_open_page``'s ``keep``, blank page); None: it is closed with the page. And the
+        # page's popup watch.
+        self._open_keep: tuple | None = None
+        self._popups: _Popups | None = None
+        # The context kept for the next page of the same crawl and user agent, by the blank
+        # page open in it: (keep, blank page).
+        self._spare: tuple[tuple, Page] | None = None
         # What the egress proxy refused while that page loaded: every capture of it lists them
         # (core/extractors/rendering.py keeps it).
         self.visit_refusals: list = []
@@ -203,8 +226,8 @@ class Browser:
         }
         self._playwright = sync_playwright().start()
         try:
-            # A persistent context, for a profile folder of Vellum's own under DATA_DIR; each
-            # page still gets a fresh context of its own (new_context).
+            # A persistent context, for a profile folder of Vellum's own under DATA_DIR; pages
+            # load in contexts of their own (new_context), one per crawl.
             self._context = self._playwright.chromium.launch_persistent_context(
                 self.user_data_dir,
                 executable_path=str(LAUNCHER),
@@ -254,11 +277,14 @@ class Browser:
         timeout: float,
         load_key: Hashable = None,
         credentials: Credentials | None = None,
+        share: Hashable = None,
     ) -> R | T:
         """Return ``capture(page)`` of ``url`` loaded by ``load(page)``, or what ``load``
         returned when it was not None (the page cannot be captured), in the browser's thread.
 
-        A page is loaded in a fresh browser context; the visit stays open for the next call,
+        A page is loaded in the browser context of the page before it when both have the same
+        ``share`` (not None: the crawl) and user agent and no ``credentials`` (the module
+        docstring), else in a new one; the visit stays open for the next call,
         and a call for the same URL with the same user agent and ``load_key`` (what else
         ``load`` depends on: the snapshot asking, the crawl's behaviour options) within
         VISIT_REUSE_SECONDS of the last capture captures the page already loaded instead of
@@ -276,6 +302,8 @@ class Browser:
         extra headers; a page loaded with others is not reused.
         """
         signed_in = credentials.fingerprint if credentials else None
+        # What a kept context may serve: the next page of the same crawl and user agent.
+        keep = (share, user_agent) if share is not None and credentials is None else None
         job = self._thread.submit(
             self._visit,
             (url, user_agent, load_key, signed_in),
@@ -284,6 +312,7 @@ class Browser:
             user_agent,
             timeout,
             credentials,
+            keep,
         )
         try:
             return job.result(timeout=timeout + DEADLINE_GRACE)
@@ -300,36 +329,21 @@ class Browser:
         capture,
         user_agent: str,
         timeout: float,
-        credentials: Credentials | None = None,
+        credentials: Credentials | None,
+        keep: tuple | None,
     ):
         page = self._last_page(key)
         reused = page is not None
         if not reused:
             self.pages += 1  # loads, not captures: CHROMIUM_RESTART_PAGES counts pages
             self._close_visit()
-            context = self._connection.new_context(
-                user_agent=user_agent,
-                viewport={"width": 1280, "height": 800},
-                accept_downloads=False,
-                # A service worker's fetches are made where the recorder cannot see them.
-                service_workers="block",
-                storage_state=credentials.storage_state() if credentials else None,
-                extra_http_headers=credentials.headers if credentials else None,
-            )
-            Recorder.attach(context)
-            context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
-            context.add_init_script(DIALOG_SCRIPT)  # dialogs answered in the page, at once
-            context.on("dialog", _dismiss_dialog)
-            page = context.new_page()
-            popups = _Popups(key[0], page)
-            context.on("page", popups.close)
-            context.on("close", popups.report)
+            page = self._open_page(key[0], user_agent, credentials, keep)
         try:
             page.set_default_timeout(timeout * 1000)
             if not reused:
                 refused = load(page)
-                if refused is not None:
-                    _close_context(page)
+                if refused is not None:  # an answer, not a failure: the crawl goes on in it
+                    self._end_page(page, keep=True)
                     return refused
                 self._visit_open = (key, page.url, time.monotonic(), page)
             captured = capture(page)
@@ -339,7 +353,7 @@ class Browser:
             return captured
         except BaseException:
             self._visit_open = None
-            _close_context(page)
+            self._end_page(page)
             raise
 
     def _last_page(self, key: tuple) -> Page | None:
@@ -353,11 +367,109 @@ class Browser:
             return None
         return page if time.monotonic() - at <= VISIT_REUSE_SECONDS else None
 
+    def _open_page(
+        self, url: str, user_agent: str, credentials: Credentials | None, keep: tuple | None
+    ) -> Page:
+        """A new page for ``url``, recorded from its first request: in the spare context when
+        it was kept for ``keep`` (its HTTP cache cleared), else in a new context."""
+        page, blank = self._page_in_spare(keep) or self._page_in_new_context(
+            user_agent, credentials, keeps_blank=keep is not None
+        )
+        context = page.context
+        self._open_keep = (keep, blank) if keep is not None else None
+        self._popups = _Popups(url, page)
+        context.on("page", self._popups.close)
+        # A window the page before opened as it closed may be reported only now, after its
+        # popup watch ended: it must not live on beside this page, fetching into its record.
+        for stray in [other for other in context.pages if other not in (page, blank)]:
+            logger.info("closed a page left open by the page before %s", url)
+            with contextlib.suppress(Exception):  # it closed itself meanwhile
+                stray.close()
+        Recorder.attach(context)
+        return page
+
+    def _page_in_spare(self, keep: tuple | None) -> tuple[Page, Page] | None:
+        """A new page of the spare context and the spare's blank page, the context's HTTP
+        cache cleared, if the spare was kept for ``keep``; None otherwise (a spare kept for
+        another crawl or user agent is closed)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        kept_for, blank = spare
+        if keep is not None and kept_for == keep:
+            try:
+                page = blank.context.new_page()
+                _clear_cache(page)
+                return page, blank
+            except Exception as error:  # the browser or its context went away
+                logger.info("browser context not reused: %s", error)
+        _close(blank.context)
+        return None
+
+    def _page_in_new_context(
+        self, user_agent: str, credentials: Credentials | None, *, keeps_blank: bool
+    ) -> tuple[Page, Page | None]:
+        """A new page in a new browser context, and the blank page opened before it when the
+        context may serve the next page (``keeps_blank``; else None). Raises Playwright's
+        Error when the browser does not answer (the context is closed)."""
+        context = self._connection.new_context(
+            user_agent=user_agent,
+            viewport={"width": 1280, "height": 800},
+            accept_downloads=False,
+            # A service worker's fetches are made where the recorder cannot see them.
+            service_workers="block",
+            storage_state=credentials.storage_state() if credentials else None,
+            extra_http_headers=credentials.headers if credentials else None,
+        )
+        try:
+            context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
+            context.add_init_script(DIALOG_SCRIPT)  # dialogs answered in the page, at once
+            context.on("dialog", _dismiss_dialog)
+            # A context that may serve the next page keeps a blank page open: one whose last
+            # page closed makes its next page cost as much CPU as a new context.
+            blank = context.new_page() if keeps_blank else None
+            return context.new_page(), blank
+        except BaseException:
+            _close(context)
+            raise
+
     def _close_visit(self) -> None:
-        if self._visit_open is not None:
-            page = self._visit_open[-1]
-            self._visit_open = None
-            _close_context(page)
+        """End the open visit: close its page, and keep its context for the next page of the
+        same crawl (``_end_page``)."""
+        if self._visit_open is None:
+            return
+        page = self._visit_open[-1]
+        self._visit_open = None
+        self._end_page(page, keep=True)
+
+    def _end_page(self, page: Page, *, keep: bool = False) -> None:
+        """Close ``page`` and report the windows it opened. With ``keep``, its context is kept
+        as the spare for the next page of its crawl when it may serve one and its blank page
+        alone is left in it; otherwise the context is closed."""
+        context = page.context
+        keep_for, blank = self._open_keep if keep and self._open_keep else (None, None)
+        self._open_keep = None
+        popups, self._popups = self._popups, None
+        recorder = recorder_of(page)
+        if keep_for is not None:
+            try:
+                # With the popup watch still attached: a window the page opens as it closes
+                # is closed too. The next page's recorder is attached only after this, so
+                # nothing this page fetches as it closes reaches the next page's record.
+                page.close()
+            except Exception:  # a crashed or hung page: its context is not reused
+                keep_for = None
+        if popups is not None:
+            with contextlib.suppress(Exception):
+                context.remove_listener("page", popups.close)
+            popups.report()
+        if recorder is not None:
+            with contextlib.suppress(Exception):
+                recorder.detach(context)
+        if keep_for is not None and context.pages == [blank]:
+            self._spare = (keep_for, blank)
+        else:
+            _close(context)
 
     def kill(self) -> None:
         """SIGKILL Chromium's whole process group (a deadline was missed); from then on the
@@ -383,7 +495,12 @@ class Browser:
 
     def _disconnect(self) -> None:
         """Close the browser and stop Playwright's driver (in the browser's thread)."""
-        self._close_visit()
+        if self._visit_open is not None:
+            self._end_page(self._visit_open[-1])
+            self._visit_open = None
+        if self._spare is not None:
+            _close(self._spare[1].context)
+            self._spare = None
         if self._context is not None:
             with contextlib.suppress(Exception):
                 self._context.close()
@@ -421,10 +538,21 @@ def new_temp_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"vellum-chromium-{os.getpid()}-"))
 
 
-def _close_context(page: Page) -> None:
-    """Close ``page``'s browser context (its cookies, storage and cache go with it)."""
+def _close(context) -> None:
+    """Close a browser context (its cookies, storage and cache go with it)."""
     with contextlib.suppress(Exception):  # a killed or crashed browser cannot close it
-        page.context.close()
+        context.close()
+
+
+def _clear_cache(page: Page) -> None:
+    """Clear the HTTP cache of ``page``'s browser context (Network.clearBrowserCache), so that
+    the page, not loaded yet, fetches everything it needs, and its recorder sees every fetch.
+    Raises Playwright's Error when the browser does not answer."""
+    session = page.context.new_cdp_session(page)
+    try:
+        session.send("Network.clearBrowserCache")
+    finally:
+        session.detach()
 
 
 def _dismiss_dialog(dialog) -> None:
@@ -451,7 +579,7 @@ class _Popups:
         with contextlib.suppress(Exception):  # it closed itself, or the context is closing
             popup.close()
 
-    def report(self, _context) -> None:
+    def report(self) -> None:
         if self.closed:
             logger.info("closed %d pages opened by %s", self.closed, self.url)
 

@@ -1,11 +1,12 @@
 """The base of the extractors that render a page in the actor's shared Chromium (screenshot,
 pdf, dom): load the page, wait for it to settle, hand it to ``capture``, classify what failed.
 
-A page is loaded in a fresh browser context with the extractor's user agent, and given until
-its ``load`` event plus a short wait for the network to go quiet, so that what scripts fetch
-and add after loading is on the page when it is captured; then it is scrolled to the bottom
-and back (core/extractors/behaviours.py), so that what loads on sight is on it too. What the
-behaviours did is logged once per load.
+A page is loaded with the extractor's user agent, in a new page of the browser context its
+crawl's pages share (core/extractors/browser.py; a persona's page, or one of no crawl, gets a
+context of its own), and given until its ``load`` event plus a short wait for the network to
+go quiet, so that what scripts fetch and add after loading is on the page when it is captured;
+then it is scrolled to the bottom and back (core/extractors/behaviours.py), so that what loads
+on sight is on it too. What the behaviours did is logged once per load.
 """
 
 from __future__ import annotations
@@ -183,6 +184,7 @@ class ChromiumExtractor(Extractor):
                 # a schedule), or one behaved otherwise, is not this capture's to take.
                 load_key=(getattr(snapshot, "pk", None), behaviour),
                 credentials=self.credentials,
+                share=getattr(snapshot, "crawl_id", None),  # the crawl's pages share a context
             )
             if isinstance(done, tuple):
                 output.outcome, output.error, output.retry_after, output.http_status = done

@@ -303,18 +303,22 @@ def test_a_popup_storm_is_held_off(
 class ClickingDom(DomExtractor):
     """A dom extractor that first clicks the page's button five times, as a reader would (a
     click is a gesture: the popup blocker lets each window open), then waits until the
-    browser has closed every other page, and notes how many pages were left open."""
+    browser has closed every page they opened, and notes how many of those were left open
+    (the context's pages before the clicks, the captured one among them, are not counted)."""
 
     pages_left: list[int]
 
     def capture(self, page, out_dir: Path) -> str:
+        before = set(page.context.pages)
         for _ in range(5):
             with page.context.expect_page():
                 page.click("#open")
+        opened = [other for other in page.context.pages if other not in before]
         deadline = time.monotonic() + 5
-        while len(page.context.pages) > 1 and time.monotonic() < deadline:
+        while opened and time.monotonic() < deadline:
             page.wait_for_timeout(50)
-        self.pages_left = [len(page.context.pages)]
+            opened = [other for other in page.context.pages if other not in before]
+        self.pages_left = [len(opened)]
         return super().capture(page, out_dir)
 
 
@@ -329,10 +333,36 @@ def test_every_window_a_page_opens_is_closed_and_counted(
     output = extractor.run(SimpleNamespace(url=url), tmp_path)
 
     assert (output.outcome, output.error) == (Outcome.SUCCEEDED, "")
-    assert extractor.pages_left == [1]  # the captured page alone
+    assert extractor.pages_left == [0]
     assert site.asked("/popup?child") == 0  # no window opened by a window that was closed
     close_shared_browser()  # the visit ends: its count is logged
     assert closed_pages(caplog.messages, url) == 5
+
+
+class CountingDom(DomExtractor):
+    """A dom extractor that notes how many pages the context of its page holds."""
+
+    pages_in_context: int
+
+    def capture(self, page, out_dir: Path) -> str:
+        self.pages_in_context = len(page.context.pages)
+        return super().capture(page, out_dir)
+
+
+def test_no_window_a_page_opened_is_left_to_the_next_page_of_its_crawl(
+    site: HostilePageSite, tmp_path: Path, settings
+) -> None:
+    settings.EXTRACTOR_TIMEOUT = PAGE_TIMEOUT
+    clicking, counting = ClickingDom(), CountingDom()
+    url = site.url("/opener.html")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+
+    opened = clicking.run(SimpleNamespace(url=url, crawl_id=1, pk=1), first)
+    after = counting.run(SimpleNamespace(url=url, crawl_id=1, pk=2), second)
+
+    assert (opened.outcome, after.outcome) == (Outcome.SUCCEEDED, Outcome.SUCCEEDED)
+    assert counting.pages_in_context == 2  # the crawl's blank page and this one
 
 
 # --- 5. downloads --------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -55,7 +55,7 @@ from core.extractors.behaviours import DIALOG_SCRIPT, WATCH_SCRIPT
 from core.extractors.credentials import Credentials
 from core.extractors.egress import EgressProxy
 from core.extractors.process import find_binary, on_shutdown, process_state
-from core.extractors.recorder import Recorder, recorder_of
+from core.extractors.recorder import Recorder
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -396,7 +396,7 @@ class Browser:
         if spare is None:
             return None
         kept_for, blank = spare
-        if keep is not None and kept_for == keep:
+        if kept_for == keep:
             try:
                 page = blank.context.new_page()
                 _clear_cache(page)
@@ -433,14 +433,14 @@ class Browser:
             _close(context)
             raise
 
-    def _close_visit(self) -> None:
-        """End the open visit: close its page, and keep its context for the next page of the
-        same crawl (``_end_page``)."""
+    def _close_visit(self, *, keep: bool = True) -> None:
+        """End the open visit: close its page, and with ``keep`` keep its context for the next
+        page of the same crawl (``_end_page``)."""
         if self._visit_open is None:
             return
         page = self._visit_open[-1]
         self._visit_open = None
-        self._end_page(page, keep=True)
+        self._end_page(page, keep=keep)
 
     def _end_page(self, page: Page, *, keep: bool = False) -> None:
         """Close ``page`` and report the windows it opened. With ``keep``, its context is kept
@@ -450,12 +450,12 @@ class Browser:
         keep_for, blank = self._open_keep if keep and self._open_keep else (None, None)
         self._open_keep = None
         popups, self._popups = self._popups, None
-        recorder = recorder_of(page)
         if keep_for is not None:
             try:
                 # With the popup watch still attached: a window the page opens as it closes
-                # is closed too. The next page's recorder is attached only after this, so
-                # nothing this page fetches as it closes reaches the next page's record.
+                # is closed too. The next page's recorder, which replaces this page's
+                # (Recorder.attach), is attached only after this, so nothing this page fetches
+                # as it closes reaches the next page's record.
                 page.close()
             except Exception:  # a crashed or hung page: its context is not reused
                 keep_for = None
@@ -463,9 +463,6 @@ class Browser:
             with contextlib.suppress(Exception):
                 context.remove_listener("page", popups.close)
             popups.report()
-        if recorder is not None:
-            with contextlib.suppress(Exception):
-                recorder.detach(context)
         if keep_for is not None and context.pages == [blank]:
             self._spare = (keep_for, blank)
         else:
@@ -495,9 +492,7 @@ class Browser:
 
     def _disconnect(self) -> None:
         """Close the browser and stop Playwright's driver (in the browser's thread)."""
-        if self._visit_open is not None:
-            self._end_page(self._visit_open[-1])
-            self._visit_open = None
+        self._close_visit(keep=False)
         if self._spare is not None:
             _close(self._spare[1].context)
             self._spare = None
@@ -544,15 +539,25 @@ def _close(context) -> None:
         context.close()
 
 
+@contextlib.contextmanager
+def devtools_session(page: Page) -> Iterator:
+    """A DevTools protocol session of ``page`` (Playwright's CDPSession: ``send(method,
+    params)``), detached when the block ends; for what Playwright's own API does not offer or
+    does in more round trips (the cache clear below, the screenshot, SingleFile's isolated
+    world)."""
+    session = page.context.new_cdp_session(page)
+    try:
+        yield session
+    finally:
+        session.detach()
+
+
 def _clear_cache(page: Page) -> None:
     """Clear the HTTP cache of ``page``'s browser context (Network.clearBrowserCache), so that
     the page, not loaded yet, fetches everything it needs, and its recorder sees every fetch.
     Raises Playwright's Error when the browser does not answer."""
-    session = page.context.new_cdp_session(page)
-    try:
+    with devtools_session(page) as session:
         session.send("Network.clearBrowserCache")
-    finally:
-        session.detach()
 
 
 def _dismiss_dialog(dialog) -> None:

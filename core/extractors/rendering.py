@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -250,18 +249,6 @@ class ChromiumExtractor(Extractor):
         if media_type and not media_type.startswith(RENDERED_TYPES):
             return Unusable(Outcome.SKIPPED, f"not a page Chromium renders ({media_type})")
         return None
-
-
-@contextlib.contextmanager
-def devtools_session(page) -> Iterator:
-    """A DevTools protocol session of ``page`` (Playwright's CDPSession: ``send(method,
-    params)``), detached when the block ends; for what Playwright's own API does not offer or
-    does in more round trips (the screenshot, SingleFile's isolated world)."""
-    session = page.context.new_cdp_session(page)
-    try:
-        yield session
-    finally:
-        session.detach()
 
 
 def _note_document_failure(failures: list[str], request) -> None:

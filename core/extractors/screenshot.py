@@ -28,7 +28,8 @@ from pathlib import Path
 from django.conf import settings
 
 from core.extractors.base import Format, Output, ShownAs
-from core.extractors.rendering import ChromiumExtractor, devtools_session
+from core.extractors.browser import devtools_session
+from core.extractors.rendering import ChromiumExtractor
 
 SCREENSHOT_PNG = "screenshot.png"
 # Tallest screenshot in CSS pixels: past Chromium's largest texture (16384 px) a full-page

@@ -21,11 +21,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from core.extractors.base import ExtractorOutput, Format, HasURL, Output
+from core.extractors.browser import devtools_session
 from core.extractors.errors import Outcome, timeout_reason
 from core.extractors.fetch import fetch, header
 from core.extractors.html_page import remove, unavailable
 from core.extractors.process import find_binary
-from core.extractors.rendering import RENDERED_TYPES, ChromiumExtractor, devtools_session
+from core.extractors.rendering import RENDERED_TYPES, ChromiumExtractor
 
 OUTPUT_HTML = "singlefile.html"
 # The moment SingleFile saved the page, in the comment at its top ("<!--\n Page saved with

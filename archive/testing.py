@@ -63,14 +63,27 @@ def postgres_problem(**params) -> str | None:
 def shared_database_url() -> str:
     """Return the URL of the database this test process uses (the test database, not the
     configured one), for a subprocess's DATABASE_URL so that it shares it."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
+    return database_url(connection.vendor, connection.settings_dict)
+
+
+def database_url(vendor: str, db: dict) -> str:
+    """Return a DATABASE_URL that dj-database-url parses back into ``db``'s NAME, USER,
+    PASSWORD, HOST and PORT (a Django ``DATABASES`` entry of ``vendor``: "sqlite" or
+    "postgresql"). A HOST that is a Unix socket's folder (``/var/run/postgresql``) is
+    percent-encoded in the host's place, as dj-database-url reads it; an IPv6 address is
+    bracketed (RFC 3986 §3.2.2); a user, password or name is percent-encoded (§2.1)."""
+    if vendor == "sqlite":
         return f"sqlite:///{db['NAME']}"
     user = quote(db.get("USER") or "", safe="")
     password = quote(db.get("PASSWORD") or "", safe="")
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = db.get("HOST") or ""
+    if host.startswith("/"):
+        host = quote(host, safe="")
+    elif ":" in host:
+        host = f"[{host}]"
     port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
+    return f"postgres://{auth}{host}{port}/{quote(db['NAME'], safe='')}"
 
 
 # --- processes, read from /proc (Linux) ----------------------------------------------------------

@@ -7,23 +7,19 @@ misses a deadline.
 
 The pages of one crawl share a browser context, as they share one browser profile in
 Browsertrix Crawler: cookies and storage that one page set are there for the next, as for a
-reader going from page to page of a site, in one tab: the kept context's page is left for
-``about:blank`` when it has been captured, and the next page of the crawl loads in that same
-tab (so sessionStorage carries over too; the tab's history is cleared). A new page for every
-page of the crawl, even in a kept context, cost Chromium and its driver about 0.9 s of CPU per
-python3-doc page, loaded alone: Chromium starts a renderer for each new page. The next page in
-the same tab cost about 0.35 s: the tab keeps its renderer for the pages of one site. Two
-things are still each page's own: its record (a new recorder, attached once the page before has
-been left, which notes requests from the page's own navigation on, so that nothing that page
-sends as it goes reaches the next record) and the HTTP cache, cleared before it loads, so that
-every page fetches, and its WARC holds, all it needs (``_clear_tab``; on python3-doc pages each
-page fetched every stylesheet, script and image again, and core/tests/test_browser_contexts.py
-checks it). A page of another crawl or user agent, one signed in with a persona's cookies, and
-one loaded for no crawl get a context of their own, and the kept one is closed; so is a context
-whose page failed (a crash, a missed deadline, an error of Playwright's) or could not be left
-within LEAVE_TIMEOUT. A crawl's pages are spread over the actors, and an actor may render other
-pages between two of them: a page finds the state of those before it that the same actor
-rendered since its context was last replaced.
+reader going from page to page of a site. A new context for every page cost Chromium and its
+driver about twice the CPU of a new page in a kept context (0.8 to 0.9 s against 0.4 to 0.5 s
+per python3-doc page, loaded alone); a context whose last page has closed makes its next page
+cost as much as a new one, so a blank page stays open in the kept context. Three things
+are still each page's own: the page itself (a new page, with its own sessionStorage and
+history), its record (a new recorder) and the HTTP cache, cleared before it loads, so that
+every page fetches, and its WARC holds, all it needs (``_clear_cache``; each page has had a new
+renderer, so an empty memory cache too, but Chromium may share one past its process limit). A
+page of another crawl or user agent, one signed in with a persona's cookies, and one loaded
+for no crawl get a context of their own, and the kept one is closed; so is a context whose
+page failed (a crash, a missed deadline, an error of Playwright's). A crawl's pages are spread
+over the actors, and an actor may render other pages between two of them: a page finds the
+state of those before it that the same actor rendered since its context was last replaced.
 
 Playwright launches it and drives it over ``--remote-debugging-pipe`` (file descriptors 3 and 4
 of the browser): there is no DevTools TCP port that another process or user of the machine
@@ -47,7 +43,6 @@ import shutil
 import signal
 import tempfile
 import time
-import weakref
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -112,9 +107,6 @@ START_TIMEOUT = 30  # seconds for a new browser to start and answer over its pip
 DEADLINE_GRACE = 1  # seconds past a page's timeout before the browser is killed
 VISIT_REUSE_SECONDS = 30  # how long after a capture a loaded page may serve the next one
 CLOSE_TIMEOUT = 5  # seconds for Chromium to exit on SIGTERM before it is SIGKILLed
-# Seconds a captured page may take to be left for about:blank (its unload handlers, a hung
-# renderer); past them its context is closed instead of kept.
-LEAVE_TIMEOUT = 2
 
 
 class BrowserUnavailable(Exception):
@@ -194,12 +186,13 @@ class Browser:
         self._connection = None
         # The last page loaded: (url, user agent, final url, time.monotonic(), page).
         self._visit_open: tuple | None = None
-        # What the open page's context is kept for when the page ends (``_open_page``'s
-        # ``keep``); None: it is closed with the page. And the page's popup watch.
+        # What the open page's context is kept for when the page ends, and its blank page:
+        # (``_open_page``'s ``keep``, blank page); None: it is closed with the page. And the
+        # page's popup watch.
         self._open_keep: tuple | None = None
         self._popups: _Popups | None = None
-        # The tab kept for the next page of the same crawl and user agent, at about:blank in
-        # its context: (keep, page).
+        # The context kept for the next page of the same crawl and user agent, by the blank
+        # page open in it: (keep, blank page).
         self._spare: tuple[tuple, Page] | None = None
         # What the egress proxy refused while that page loaded: every capture of it lists them
         # (core/extractors/rendering.py keeps it).
@@ -299,8 +292,7 @@ class Browser:
         runs one after the other, then come from one visit). ``alert``, ``confirm`` and
         ``prompt`` answer in the page as dismissed (DIALOG_SCRIPT), and any dialog that still
         opens (``beforeunload``, or one from a frame the script missed) is dismissed at once,
-        so that no page can block its capture (a ``beforeunload`` as the page is left for the
-        next one is accepted); every other page it opens (``window.open``, a
+        so that no page can block its capture; every other page it opens (``window.open``, a
         link to ``_blank``) is closed as soon as it opens (how many were is logged when the
         visit ends). ``timeout`` (seconds) is the deadline for all of it: Playwright's own
         timeouts are set to it, and when it passes anyway (a call without a timeout of its own,
@@ -344,8 +336,7 @@ class Browser:
         reused = page is not None
         if not reused:
             self.pages += 1  # loads, not captures: CHROMIUM_RESTART_PAGES counts pages
-            # Left only for a page that can load in it: another crawl's would close it anyway.
-            self._close_visit(keep=keep is not None and keep == self._open_keep)
+            self._close_visit()
             page = self._open_page(key[0], user_agent, credentials, keep)
         try:
             page.set_default_timeout(timeout * 1000)
@@ -379,41 +370,48 @@ class Browser:
     def _open_page(
         self, url: str, user_agent: str, credentials: Credentials | None, keep: tuple | None
     ) -> Page:
-        """A page to load ``url`` in, recorded from its navigation on: the spare tab when it
-        was kept for ``keep`` (cleared), else a new page in a new context."""
-        page = self._page_in_spare(keep) or self._page_in_new_context(user_agent, credentials)
+        """A new page for ``url``, recorded from its first request: in the spare context when
+        it was kept for ``keep`` (its HTTP cache cleared), else in a new context."""
+        page, blank = self._page_in_spare(keep) or self._page_in_new_context(
+            user_agent, credentials, keeps_blank=keep is not None
+        )
         context = page.context
-        self._open_keep = keep
+        self._open_keep = (keep, blank) if keep is not None else None
         self._popups = _Popups(url, page)
         context.on("page", self._popups.close)
-        # A window the page before opened as it was left may be reported only now, after its
+        # A window the page before opened as it closed may be reported only now, after its
         # popup watch ended: it must not live on beside this page, fetching into its record.
-        for stray in [other for other in context.pages if other is not page]:
+        for stray in [other for other in context.pages if other not in (page, blank)]:
             logger.info("closed a page left open by the page before %s", url)
             with contextlib.suppress(Exception):  # it closed itself meanwhile
                 stray.close()
         Recorder.attach(context)
         return page
 
-    def _page_in_spare(self, keep: tuple | None) -> Page | None:
-        """The spare tab, cleared (``_clear_tab``), if it was kept for ``keep``; None
-        otherwise (a spare kept for another crawl or user agent is closed)."""
+    def _page_in_spare(self, keep: tuple | None) -> tuple[Page, Page] | None:
+        """A new page of the spare context and the spare's blank page, the context's HTTP
+        cache cleared, if the spare was kept for ``keep``; None otherwise (a spare kept for
+        another crawl or user agent is closed)."""
         spare, self._spare = self._spare, None
         if spare is None:
             return None
-        kept_for, page = spare
+        kept_for, blank = spare
         if kept_for == keep:
             try:
-                _clear_tab(page)
-                return page
+                page = blank.context.new_page()
+                _clear_cache(page)
+                return page, blank
             except Exception as error:  # the browser or its context went away
                 logger.info("browser context not reused: %s", error)
-        _close(page.context)
+        _close(blank.context)
         return None
 
-    def _page_in_new_context(self, user_agent: str, credentials: Credentials | None) -> Page:
-        """A new page in a new browser context. Raises Playwright's Error when the browser
-        does not answer (the context is closed)."""
+    def _page_in_new_context(
+        self, user_agent: str, credentials: Credentials | None, *, keeps_blank: bool
+    ) -> tuple[Page, Page | None]:
+        """A new page in a new browser context, and the blank page opened before it when the
+        context may serve the next page (``keeps_blank``; else None). Raises Playwright's
+        Error when the browser does not answer (the context is closed)."""
         context = self._connection.new_context(
             user_agent=user_agent,
             viewport={"width": 1280, "height": 800},
@@ -427,14 +425,17 @@ class Browser:
             context.add_init_script(WATCH_SCRIPT)  # so behaviours know whether to scroll
             context.add_init_script(DIALOG_SCRIPT)  # dialogs answered in the page, at once
             context.on("dialog", _dismiss_dialog)
-            return context.new_page()
+            # A context that may serve the next page keeps a blank page open: one whose last
+            # page closed makes its next page cost as much CPU as a new context.
+            blank = context.new_page() if keeps_blank else None
+            return context.new_page(), blank
         except BaseException:
             _close(context)
             raise
 
     def _close_visit(self, *, keep: bool = True) -> None:
-        """End the open visit (``_end_page``): with ``keep``, its tab is left and kept for the
-        next page of the same crawl; without, its context is closed."""
+        """End the open visit: close its page, and with ``keep`` keep its context for the next
+        page of the same crawl (``_end_page``)."""
         if self._visit_open is None:
             return
         page = self._visit_open[-1]
@@ -442,22 +443,28 @@ class Browser:
         self._end_page(page, keep=keep)
 
     def _end_page(self, page: Page, *, keep: bool = False) -> None:
-        """End ``page``'s visit and report the windows it opened. With ``keep``, the tab is
-        left for about:blank and kept as the spare for the next page of its crawl, when it
-        may serve one and no other window is left in its context; otherwise the context is
-        closed."""
+        """Close ``page`` and report the windows it opened. With ``keep``, its context is kept
+        as the spare for the next page of its crawl when it may serve one and its blank page
+        alone is left in it; otherwise the context is closed."""
         context = page.context
-        keep_for = self._open_keep if keep else None
+        keep_for, blank = self._open_keep if keep and self._open_keep else (None, None)
         self._open_keep = None
         popups, self._popups = self._popups, None
-        if keep_for is not None and not _leave(page):
-            keep_for = None  # a crashed or hung page: its context is not reused
+        if keep_for is not None:
+            try:
+                # With the popup watch still attached: a window the page opens as it closes
+                # is closed too. The next page's recorder, which replaces this page's
+                # (Recorder.attach), is attached only after this, so nothing this page fetches
+                # as it closes reaches the next page's record.
+                page.close()
+            except Exception:  # a crashed or hung page: its context is not reused
+                keep_for = None
         if popups is not None:
             with contextlib.suppress(Exception):
                 context.remove_listener("page", popups.close)
             popups.report()
-        if keep_for is not None and context.pages == [page]:
-            self._spare = (keep_for, page)
+        if keep_for is not None and context.pages == [blank]:
+            self._spare = (keep_for, blank)
         else:
             _close(context)
 
@@ -545,44 +552,19 @@ def devtools_session(page: Page) -> Iterator:
         session.detach()
 
 
-def _clear_tab(page: Page) -> None:
+def _clear_cache(page: Page) -> None:
     """Clear the HTTP cache of ``page``'s browser context (Network.clearBrowserCache), so that
-    the next page loaded in it fetches everything it needs, and its recorder sees every fetch;
-    and the tab's history (Page.resetNavigationHistory), so that ``history.back()`` cannot take
-    that page to the page before. Raises Playwright's Error when the browser does not answer."""
+    the page, not loaded yet, fetches everything it needs, and its recorder sees every fetch.
+    Raises Playwright's Error when the browser does not answer."""
     with devtools_session(page) as session:
         session.send("Network.clearBrowserCache")
-        session.send("Page.resetNavigationHistory")
-
-
-def _leave(page: Page) -> bool:
-    """Navigate ``page`` to about:blank within LEAVE_TIMEOUT, its ``beforeunload`` asking
-    nothing (``_dismiss_dialog``); return whether it was left. Its unload handlers run, and
-    what they send (a beacon) is noted by its own recorder, still attached; and a window it
-    opens as it goes is closed by its popup watch, still attached too."""
-    _leaving.add(page)
-    try:
-        page.goto("about:blank", wait_until="commit", timeout=LEAVE_TIMEOUT * 1000)
-    except Exception as error:  # a crashed or hung renderer, a closed page
-        logger.info("page not left for the next one: %s", error)
-        return False
-    finally:
-        _leaving.discard(page)
-    return page.url == "about:blank"
-
-
-# The pages being left for about:blank: a ``beforeunload`` dialog of theirs lets them go.
-_leaving: weakref.WeakSet = weakref.WeakSet()
 
 
 def _dismiss_dialog(dialog) -> None:
     """Dismiss an ``alert``, ``confirm``, ``prompt`` or ``beforeunload`` dialog at once: a
-    page waiting on one renders nothing more, and nobody is there to answer it. A
-    ``beforeunload`` of a page Vellum is leaving (``_leave``) is accepted instead: the page is
-    done with, and staying on it would only hold the next one up."""
-    leaving = dialog.type == "beforeunload" and dialog.page in _leaving
+    page waiting on one renders nothing more, and nobody is there to answer it."""
     with contextlib.suppress(Exception):  # the page closed meanwhile: nothing left to answer
-        dialog.accept() if leaving else dialog.dismiss()
+        dialog.dismiss()
 
 
 class _Popups:

@@ -73,18 +73,11 @@ class Recording:
 
 
 class Recorder:
-    """Notes every request a browser context makes from its next page's navigation on.
-
-    A context's tab serves the pages of a crawl one after the other (browser.py): what the page
-    before sends as it is left (a beacon, and the redirects it follows) may reach the context
-    after this recorder is attached, but never after the next page's main document is asked
-    for, so requests are noted from that one on (``_on_request``)."""
+    """Notes every request a browser context makes, from the moment it is attached."""
 
     def __init__(self) -> None:
         self._handlers: dict = {}  # event name -> its handler on the context (attach)
-        self.started = False  # whether a page's main document has been asked for
         self.requests: list = []  # every http(s) request, in the order it was made
-        self._noted: set = set()  # the same, to find a redirect's first request among them
         self.finished: set = set()
         self.failed: dict = {}  # request -> Chromium's error (net::ERR_...)
 
@@ -184,27 +177,8 @@ def recorder_of(page) -> Recorder | None:
 
 
 def _on_request(recorder: Recorder, request) -> None:
-    if not recorder.started:
-        if not _asks_for_a_page(request):
-            return  # the page before's, as it was left
-        recorder.started = True
-    previous = request.redirected_from
-    if previous is not None and previous not in recorder._noted:
-        return  # a redirect of a request made before the page's (a beacon)
     if urlsplit(request.url).scheme in RECORDED_SCHEMES:
         recorder.requests.append(request)
-        recorder._noted.add(request)
-
-
-def _asks_for_a_page(request) -> bool:
-    """True when ``request`` is a navigation of a window's main frame (not of a frame in it)."""
-    # Imported here: playwright takes ~0.28 s to import, paid only by processes that render.
-    from playwright.sync_api import Error as PlaywrightError
-
-    try:
-        return request.is_navigation_request() and request.frame.parent_frame is None
-    except PlaywrightError:  # a worker's request, or its frame is gone
-        return False
 
 
 def _on_finished(recorder: Recorder, request) -> None:

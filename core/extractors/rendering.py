@@ -1,9 +1,9 @@
 """The base of the extractors that render a page in the actor's shared Chromium (screenshot,
 pdf, dom): load the page, wait for it to settle, hand it to ``capture``, classify what failed.
 
-A page is loaded with the extractor's user agent, in the tab its crawl's pages share
-(core/extractors/browser.py; a persona's page, or one of no crawl, gets a context of its own),
-and given until its ``load`` event plus a short wait for the network to
+A page is loaded with the extractor's user agent, in a new page of the browser context its
+crawl's pages share (core/extractors/browser.py; a persona's page, or one of no crawl, gets a
+context of its own), and given until its ``load`` event plus a short wait for the network to
 go quiet, so that what scripts fetch and add after loading is on the page when it is captured;
 then it is scrolled to the bottom and back (core/extractors/behaviours.py), so that what loads
 on sight is on it too. What the behaviours did is logged once per load.
@@ -212,30 +212,20 @@ class ChromiumExtractor(Extractor):
         deadline = time.monotonic() + self.timeout
         failures: list[str] = []
         downloads: list[str] = []  # refused: the context does not accept downloads
-        # Removed when the load ends: the page's tab may serve the next page of the crawl.
-        listeners = {
-            "requestfailed": partial(_note_document_failure, failures),
-            "request": partial(_note_navigation, record.navigations),
-            "download": partial(_note_download, downloads),
-        }
-        for event, listener in listeners.items():
-            page.on(event, listener)
+        page.on("requestfailed", partial(_note_document_failure, failures))
+        page.on("request", partial(_note_navigation, record.navigations))
+        page.on("download", partial(_note_download, downloads))
         try:
-            try:
-                response = page.goto(url, wait_until="commit")
-            except PlaywrightError as error:
-                if refused := _no_page(error.message, record.navigations):
-                    return refused
-                raise
-            if refused := self._refused(response, url):
+            response = page.goto(url, wait_until="commit")
+        except PlaywrightError as error:
+            if refused := _no_page(error.message, record.navigations):
                 return refused
-            _wait_for_load(page, failures, deadline, downloads)
-            _settle(page)
-            record.behaviours = page_behave(page, deadline=deadline, options=behaviour)
-        finally:
-            for event, listener in listeners.items():
-                with contextlib.suppress(Exception):  # the page crashed or closed
-                    page.remove_listener(event, listener)
+            raise
+        if refused := self._refused(response, url):
+            return refused
+        _wait_for_load(page, failures, deadline, downloads)
+        _settle(page)
+        record.behaviours = page_behave(page, deadline=deadline, options=behaviour)
         if downloads:
             logger.info("%s: refused %d downloads started by %s", self.name, len(downloads), url)
         return None

@@ -2,8 +2,7 @@
 storage one page set are there for the next, as for a reader going from page to page; but the
 HTTP cache is cleared before each page, so that every page fetches, and records, all it needs.
 Another crawl, another user agent, a persona's visit or no crawl at all get a context of their
-own; and what a page sends as it is left is never in the next page's record, which it loads in
-the same tab.
+own; and what a page sends as it closes is never in the next page's record.
 
 The pages are served on 127.0.0.1 by a server of this module that notes the Cookie header of
 every request and counts the fetches of a stylesheet it allows browsers to cache for an hour.
@@ -23,7 +22,6 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from archive.testing import LocalServer
-from core.extractors import browser as browser_module
 from core.extractors.browser import close_shared_browser, shared_browser
 from core.extractors.credentials import Credentials
 from core.extractors.dom import DomExtractor
@@ -34,28 +32,18 @@ pytestmark = pytest.mark.browser
 
 STYLESHEET = b"body { color: rgb(20, 60, 90); }"
 # Leaves every kind of state a site can keep in a browser, then says so in the page; keeps
-# fetching /poll until it is left, and sends two beacons as it goes, one of them redirected.
+# fetching /poll until it closes, and sends a beacon as it does.
 LEAVING_HTML = """<!doctype html><title>leaves state</title>
 <link rel="stylesheet" href="/shared.css">
 <script>
-addEventListener('pagehide', () => {
-  navigator.sendBeacon('/beacon', 'leaving');
-  navigator.sendBeacon('/beacon-redirect', 'leaving');
-});
-setInterval(() => fetch('/poll'), 50);
+addEventListener('pagehide', () => navigator.sendBeacon('/beacon', 'closing'));
+setInterval(() => fetch('/poll'), 10);
 document.cookie = 'by_script=1; max-age=3600; path=/';
 localStorage.setItem('kept', 'yes');
 const opened = indexedDB.open('vellum-left', 1);
 opened.onupgradeneeded = () => opened.result.createObjectStore('things');
 opened.onsuccess = () => { opened.result.close(); document.body.dataset.done = '1'; };
 </script><body>left</body>"""
-# Asks before it is left (Chromium shows the dialog once the page has had a gesture), and
-# keeps sessionStorage, which a tab keeps for its site.
-ASKING_HTML = """<!doctype html><title>asks</title>
-<script>
-addEventListener('beforeunload', (event) => { event.preventDefault(); event.returnValue = ''; });
-sessionStorage.setItem('tab', 'same');
-</script><body><p>asks</p></body>"""
 # Reports what it finds of that state.
 FINDING_HTML = """<!doctype html><title>finds state</title>
 <link rel="stylesheet" href="/shared.css">
@@ -66,7 +54,6 @@ indexedDB.databases().then((found) => {
     'local=' + localStorage.getItem('kept'),
     'idb=' + found.map((db) => db.name).join(','),
   ].join(';');
-  document.body.dataset.tab = sessionStorage.getItem('tab') || '';
 });
 </script><body>finds</body>"""
 
@@ -103,8 +90,6 @@ class StatefulSite(LocalServer):
                     self.answer(LEAVING_HTML.encode(), "text/html", cookie)
                 elif self.path == "/finding":
                     self.answer(FINDING_HTML.encode(), "text/html")
-                elif self.path == "/asking":
-                    self.answer(ASKING_HTML.encode(), "text/html")
                 elif self.path == "/poll":  # a redirect: recorded without asking for a body
                     self.send_response(307)
                     self.send_header("Location", "/polled")
@@ -117,13 +102,7 @@ class StatefulSite(LocalServer):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with site.lock:
                     site.cookies.append((self.path, self.headers.get("Cookie", "")))
-                if self.path == "/beacon-redirect":  # 307: the beacon is sent again, to /beacon
-                    self.send_response(307)
-                    self.send_header("Location", "/beacon")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                else:
-                    self.answer(b"", "text/plain")
+                self.answer(b"", "text/plain")
 
             def answer(self, body: bytes, kind: str, *headers: tuple[str, str]) -> None:
                 self.send_response(200)
@@ -151,14 +130,11 @@ def site() -> Iterator[StatefulSite]:
 
 @dataclass
 class Visit:
-    """What ``visit`` saw of a page: its tab and browser context, its ``data-report`` and
-    ``data-tab``, the responses its record holds ({url: payload}), the names of the cookies its
-    context holds, and how many contexts the browser had open (its own persistent one among
-    them)."""
+    """What ``visit`` saw of a page: its browser context, its ``data-report``, the responses its
+    record holds ({url: payload}), the names of the cookies its context holds, and how many
+    contexts the browser had open (its own persistent one among them)."""
 
-    page: object
     context: object
-    tab: str
     report: str
     recorded: dict[str, bytes]
     cookies: list[str]
@@ -192,8 +168,7 @@ def visit(
         report = page.evaluate("document.body.dataset.report || ''")
         cookies = sorted(cookie["name"] for cookie in page.context.cookies())
         contexts = len(page.context.browser.contexts)
-        tab = page.evaluate("document.body.dataset.tab || ''")
-        return Visit(page, page.context, tab, report, recorded_payloads(warc), cookies, contexts)
+        return Visit(page.context, report, recorded_payloads(warc), cookies, contexts)
 
     return shared_browser().visit(
         url,
@@ -232,13 +207,13 @@ def leave(site: StatefulSite, tmp_path: Path, **options) -> Visit:
 def find(site: StatefulSite, tmp_path: Path, **options) -> tuple[Visit, list[str]]:
     """Visit /finding (options as for ``visit``); return what ``visit`` saw and the Cookie
     headers the site received from then on for /finding and what it loads (/leaving's polls and
-    its beacons, sent as it is left, left out)."""
+    its beacon, sent as it closes, left out)."""
     before = len(site.cookies)
     found = visit(site.url("/finding"), "document.body.dataset.report", tmp_path, **options)
     sent = [
         cookie
         for path, cookie in site.cookies[before:]
-        if cookie and path not in ("/beacon", "/beacon-redirect", "/poll", "/polled")
+        if cookie and path not in ("/beacon", "/poll", "/polled")
     ]
     return found, sent
 
@@ -250,10 +225,8 @@ def test_the_next_page_of_a_crawl_finds_its_state_but_fetches_and_records_all_ag
 
     found, sent = find(site, tmp_path)
 
-    assert found.page is left.page  # the tab, left for about:blank in between
     assert found.context is left.context
     assert found.contexts == 2  # the browser's own and the crawl's
-    assert len(found.context.pages) == 1
     assert found.report == FOUND_ALL
     assert found.cookies == ["by_script", "by_server"]
     assert "by_server=1; by_script=1" in sent
@@ -262,20 +235,20 @@ def test_the_next_page_of_a_crawl_finds_its_state_but_fetches_and_records_all_ag
     assert found.recorded[site.url("/shared.css")] == STYLESHEET
 
 
-def test_what_a_page_fetches_until_it_is_left_is_not_in_the_next_pages_record(
+def test_what_a_page_fetches_until_it_closes_is_not_in_the_next_pages_record(
     site: StatefulSite, tmp_path: Path
 ) -> None:
-    """The next page's recorder is attached once the page has been left, and notes requests
-    from the next page's navigation on: a beacon, or its redirect, that reaches the browser
-    later is not in it."""
+    """Two things keep it out: the next page's recorder is attached only once the page has
+    closed, and write_warc leaves out the requests of a closed window whose answer it cannot
+    read any more."""
     leave(site, tmp_path)
 
     found, _ = find(site, tmp_path)
 
     deadline = time.monotonic() + 10
-    while site.asked("/beacon") < 2 and time.monotonic() < deadline:
+    while site.asked("/beacon") == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert (site.asked("/beacon-redirect"), site.asked("/beacon")) == (1, 2)  # as /leaving went
+    assert site.asked("/beacon") == 1  # sent as /leaving closed
     assert site.asked("/poll") > 0
     assert site.url("/finding") in found.recorded
     assert [url for url in found.recorded if "/poll" in url or "beacon" in url] == []
@@ -379,56 +352,3 @@ def test_the_rendering_extractors_share_a_context_per_crawl(
 
     assert f'data-report="{FOUND_ALL}"' in dom_of("/finding", crawl_id=7, snapshot_id=2)
     assert f'data-report="{FOUND_NOTHING}"' in dom_of("/finding", crawl_id=8, snapshot_id=3)
-
-
-def test_a_page_that_asks_before_it_is_left_leaves_its_tab_to_the_next(
-    site: StatefulSite, tmp_path: Path, monkeypatch
-) -> None:
-    seen: list[str] = []
-    dismiss_dialog = browser_module._dismiss_dialog
-
-    def answer(dialog) -> None:
-        seen.append(dialog.type)
-        dismiss_dialog(dialog)
-
-    monkeypatch.setattr(browser_module, "_dismiss_dialog", answer)
-    url = site.url("/asking")
-    asked = shared_browser().visit(
-        url,
-        load=lambda page: page.goto(url) and None,
-        capture=lambda page: (page.click("p"), page)[1],  # a gesture: Chromium will ask
-        user_agent="Vellum test",
-        timeout=30,
-        share="crawl-1",
-    )
-
-    found, _ = find(site, tmp_path)
-
-    assert seen == ["beforeunload"]  # asked as the tab was left, and let go
-    assert found.page is asked
-    assert found.tab == "same"  # the tab's sessionStorage for the site
-
-
-def test_the_next_page_cannot_go_back_to_the_page_before(
-    site: StatefulSite, tmp_path: Path
-) -> None:
-    def go_two_back(page) -> str:
-        page.evaluate("history.go(-2)")  # past about:blank, to /leaving, had the tab kept it
-        page.wait_for_timeout(500)
-        return page.url
-
-    leave(site, tmp_path)
-    find(site, tmp_path)
-
-    # The same URL, user agent and load key: a capture of the page /finding already loaded.
-    url = shared_browser().visit(
-        site.url("/finding"),
-        load=lambda page: None,
-        capture=go_two_back,
-        user_agent="Vellum test",
-        timeout=30,
-        share="crawl-1",
-    )
-
-    assert url == site.url("/finding")
-    assert site.asked("/leaving") == 1

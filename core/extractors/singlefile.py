@@ -42,7 +42,20 @@ WORLD_NAME = "singlefile"
 # apply. Nor does its own pass over deferred (lazy) images, which zooms the page out and waits
 # up to 1.5 s for it to go idle: the behaviours (core/extractors/behaviours.py) already brought
 # them in, and the pass took as long as loading the page (bench/capture.py).
-CLI_OPTIONS = ("--errors-traces-disabled", "--load-deferred-images=false")
+# Nor are parts of the page pruned to make the file smaller: SingleFile by default drops the
+# elements hidden at load, the style rules and fonts nothing uses at load, and the markup's
+# whitespace. What is hidden at load (a menu opened by hovering, a tab, a collapsed section, the
+# style and font a click would bring in) is part of the page, the markup stays diffable against
+# dom.html, and the pruning cost more Chromium CPU than the rest of the capture (on python3-doc
+# pages 0.4 s a page of 1.4 with the load; the files grew from 99 to 127 KiB).
+CLI_OPTIONS = (
+    "--errors-traces-disabled",
+    "--load-deferred-images=false",
+    "--remove-hidden-elements=false",
+    "--remove-unused-styles=false",
+    "--remove-unused-fonts=false",
+    "--compress-HTML=false",
+)
 # Seconds the content-type probe may take: it must end well inside the result's lease, which
 # is the extractor's timeout plus LEASE_MARGIN.
 PROBE_TIMEOUT = 10

@@ -148,6 +148,20 @@ BROKEN_ICON_HTML = """<!doctype html>
 
 # Rendered by its script: the heading and list exist only after it runs, and one item only once
 # a fetch of /data.json has answered (a capture must wait for the network to go quiet).
+# What shows only after the reader acts (a menu opened by hovering, a class a click would add,
+# with the font it uses) is part of the page: an archived copy keeps it.
+INTERACTIVE_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Menus</title>
+<style>
+@font-face { font-family: "Opened Font"; src: url(/static/opened.woff2) format("woff2"); }
+.menu { display: none; }
+nav:hover .menu { display: block; }
+.opened { font-family: "Opened Font"; outline: 3px dashed rgb(1, 2, 3); }
+</style></head>
+<body><nav>Menu<ul class="menu"><li>Shown on hover</li></ul></nav>
+<p>Hover over the menu to open it.</p></body></html>
+"""
+
 RENDERED_HTML = """<!doctype html>
 <html><head><meta charset="utf-8"><title>Rendered by script</title>
 <link rel="stylesheet" href="/static/style.css"></head>
@@ -231,6 +245,8 @@ def build_site(root: Path, port: int, *, favicon: bool = True) -> None:
         "static/bg.png": BACKGROUND_PNG,
         "data.json": '{"hello": "world"}\n',
         "rendered.html": RENDERED_HTML,
+        "interactive.html": INTERACTIVE_HTML,
+        "static/opened.woff2": b"wOF2" + bytes(range(64)),
         "hung.html": HUNG_HTML,
         "document.pdf": tiny_pdf("A PDF served by the test site"),
         "feed.xml": FEED_XML,

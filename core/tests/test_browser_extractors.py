@@ -500,3 +500,16 @@ def test_the_running_browser_has_its_sandbox_unless_root() -> None:
     browser = shared_browser()
 
     assert ("--no-sandbox" in process_cmdline(browser.pid)) is (os.geteuid() == 0)
+
+
+def test_singlefile_keeps_what_shows_only_after_the_reader_acts(
+    live_site: LiveSite, tmp_path: Path
+) -> None:
+    output = run(SingleFileExtractor(), live_site.url("/interactive.html"), tmp_path)
+
+    html = (tmp_path / output.output).read_text(encoding="utf-8")
+    page = BeautifulSoup(html, "lxml")
+    assert page.select_one("nav .menu li").get_text() == "Shown on hover"  # hidden at load
+    assert ".opened" in html  # a rule no element matches at load
+    assert '"Opened Font"' in html  # the font only that rule uses, inlined
+    assert "/static/opened.woff2" not in html and "data:font/woff2;base64," in html

@@ -30,7 +30,7 @@ from core.extractors.dom import DomExtractor
 from core.extractors.errors import Outcome
 from core.extractors.pdf import PdfExtractor
 from core.extractors.screenshot import ScreenshotExtractor
-from core.extractors.singlefile import SingleFileExtractor
+from core.extractors.singlefile import BUNDLE_CACHE_DIR, SingleFileExtractor, singlefile_bundle
 from core.tests.site import BACKGROUND_PNG, RETRY_AFTER_SECONDS, LiveSite
 
 pytestmark = pytest.mark.browser
@@ -513,3 +513,26 @@ def test_singlefile_keeps_what_shows_only_after_the_reader_acts(
     assert ".opened" in html  # a rule no element matches at load
     assert '"Opened Font"' in html  # the font only that rule uses, inlined
     assert "/static/opened.woff2" not in html and "data:font/woff2;base64," in html
+
+
+def test_singlefile_bundle_is_exported_once_and_kept(tmp_path: Path, settings, request) -> None:
+    settings.DATA_DIR = str(tmp_path)
+    single_file = SingleFileExtractor().binary_path("single-file")
+    singlefile_bundle.cache_clear()
+    request.addfinalizer(singlefile_bundle.cache_clear)  # later tests ask node or their cache
+    exported = singlefile_bundle(single_file)
+    (kept,) = (tmp_path / BUNDLE_CACHE_DIR).iterdir()
+    assert json.loads(kept.read_text()) == exported
+    assert exported["options"]["removeHiddenElements"] is False  # CLI_OPTIONS were applied
+
+    # A later process reads what was kept, without node: what it finds there is what it uses.
+    kept.write_text(json.dumps({**exported, "options": {"marker": 1}}))
+    singlefile_bundle.cache_clear()
+    assert singlefile_bundle(single_file)["options"] == {"marker": 1}
+
+    # A kept file that cannot be read (half written by hand, say) is exported again.
+    kept.write_text('{"options": {')
+    singlefile_bundle.cache_clear()
+    assert singlefile_bundle(single_file) == exported
+    assert json.loads(kept.read_text()) == exported
+    assert [path.name for path in kept.parent.iterdir()] == [kept.name]  # no partial file left

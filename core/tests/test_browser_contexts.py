@@ -37,7 +37,7 @@ LEAVING_HTML = """<!doctype html><title>leaves state</title>
 <link rel="stylesheet" href="/shared.css">
 <script>
 addEventListener('pagehide', () => navigator.sendBeacon('/beacon', 'closing'));
-setInterval(() => fetch('/poll'), 10);
+setInterval(() => fetch('/poll'), 50);
 document.cookie = 'by_script=1; max-age=3600; path=/';
 localStorage.setItem('kept', 'yes');
 const opened = indexedDB.open('vellum-left', 1);

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
@@ -71,8 +72,10 @@ PROBE_TIMEOUT = 10
 EXPORT_TIMEOUT = 30
 # In DATA_DIR: single-file-cli's options and bundle as node exported them, rebuilt at will.
 BUNDLE_CACHE_DIR = "cache/singlefile"
-# The files of the package the export reads, relative to its folder.
-BUNDLE_SOURCES = ("package.json", "options.js", "lib/single-file-bundle.js")
+# Partial files in that folder start with this; one older than STALE_PARTIAL_SECONDS was left
+# by a process killed while writing it.
+TEMP_PREFIX = ".tmp-"
+STALE_PARTIAL_SECONDS = 3600
 # Runs in node: print single-file-cli's parsed options and its browser-side bundle as JSON.
 # argv: the package folder, then CLI arguments (a URL and an output name last, as the CLI
 # requires them).
@@ -83,6 +86,8 @@ const { options } = await import(dir + "/options.js");
 const { script } = await import(dir + "/lib/single-file-bundle.js");
 process.stdout.write(JSON.stringify({ options, script }));
 """
+# EXPORT_SCRIPT's arguments after the package folder.
+EXPORT_ARGUMENTS = (*CLI_OPTIONS, "about:blank", OUTPUT_HTML)
 # Runs in SingleFile's world: its result as {content, title}, content a string.
 CAPTURE_SCRIPT = (
     "singlefile.getPageData(%s).then(data => ({content: String(data.content || ''),"
@@ -190,10 +195,10 @@ def singlefile_bundle(single_file: str) -> dict:
     its browser-side bundle, from the package that the ``single-file`` binary belongs to.
 
     Asked of node once per installed package, not once per actor (node took 0.6 s of CPU each
-    time): the answer is kept in DATA_DIR/cache/singlefile/ under a key made of the package's
-    folder, the size and time of the files it is read from and CLI_OPTIONS, and read from
-    there by every later process. A kept answer that cannot be read is asked again. Raises
-    LookupError when node is missing, SingleFileError when the package cannot be read.
+    time): the answer is kept in DATA_DIR/cache/singlefile/ (``_kept_bundle_path`` names it)
+    and read from there by every later process. A kept answer that cannot be read is asked
+    again. Raises LookupError when node is missing, SingleFileError when the package cannot be
+    read.
     """
     node = find_binary("node")
     if node is None:
@@ -202,7 +207,7 @@ def singlefile_bundle(single_file: str) -> dict:
     kept = _kept_bundle_path(package)
     with suppress(OSError, ValueError):
         bundle = json.loads(kept.read_text(encoding="utf-8"))
-        if isinstance(bundle, dict) and bundle.keys() == {"options", "script"}:
+        if _is_bundle(bundle):
             return bundle
     bundle = _export_bundle(node, package)
     _keep(kept, json.dumps(bundle))
@@ -214,35 +219,50 @@ def _export_bundle(node: str, package: Path) -> dict:
     command = [node, "--input-type=module", "-e", EXPORT_SCRIPT, "--", package.as_uri()]
     try:
         done = subprocess.run(
-            [*command, *CLI_OPTIONS, "about:blank", OUTPUT_HTML],
+            [*command, *EXPORT_ARGUMENTS],
             capture_output=True,
             text=True,
             timeout=EXPORT_TIMEOUT,
             check=True,
         )
-        return json.loads(done.stdout)
+        bundle = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as error:
         raise SingleFileError(f"cannot read single-file-cli in {package}: {error}") from None
+    if not _is_bundle(bundle):
+        raise SingleFileError(f"cannot read single-file-cli in {package}: no options or script")
+    return bundle
+
+
+def _is_bundle(value) -> bool:
+    """Tell whether ``value`` has the shape ``singlefile_bundle`` returns."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("options"), dict)
+        and isinstance(value.get("script"), str)
+    )
 
 
 def _kept_bundle_path(package: Path) -> Path:
-    """Where the export of ``package`` with CLI_OPTIONS is kept: a new package (another
-    version, or the same files changed) or new options make a new name."""
-    key = [str(package), *CLI_OPTIONS]
-    for name in BUNDLE_SOURCES:
+    """Return where the export of ``package`` is kept: named by a digest of the export's
+    command and of the files it reads (their contents), so that another version, changed
+    files or other options make another name and a reinstall of the same files does not."""
+    digest = hashlib.sha256()
+    for part in (str(package), EXPORT_SCRIPT, *EXPORT_ARGUMENTS):
+        digest.update(part.encode() + b"\0")
+    sources = [package / "package.json", package / "options.js", *(package / "lib").glob("*.js")]
+    for source in sorted(sources):
         with suppress(OSError):
-            stat = (package / name).stat()
-            key.append(f"{name} {stat.st_size} {stat.st_mtime_ns}")
-    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:32]
-    return Path(settings.DATA_DIR) / BUNDLE_CACHE_DIR / f"{digest}.json"
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return Path(settings.DATA_DIR) / BUNDLE_CACHE_DIR / f"{digest.hexdigest()[:32]}.json"
 
 
 def _keep(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a reader never sees half a file). A
-    cache that cannot be written only makes the next start slower: the error is logged."""
+    """Write ``text`` to ``path`` whole or not at all (a reader never sees half a file), then
+    remove what earlier exports left there. A cache that cannot be written only makes the next
+    start slower: the error is logged, not raised."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        fd, partial = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     except OSError as error:
         logger.warning("cannot keep single-file-cli's bundle in %s: %s", path.parent, error)
         return
@@ -253,6 +273,25 @@ def _keep(path: Path, text: str) -> None:
     except OSError as error:
         Path(partial).unlink(missing_ok=True)
         logger.warning("cannot keep single-file-cli's bundle in %s: %s", path.parent, error)
+        return
+    except BaseException:  # interrupted: no partial file stays behind
+        Path(partial).unlink(missing_ok=True)
+        raise
+    _remove_stale(path)
+
+
+def _remove_stale(kept: Path) -> None:
+    """Remove the other exports beside ``kept`` (of packages no longer installed) and partial
+    files left by a process killed while writing (older than STALE_PARTIAL_SECONDS: a younger
+    one may be another process's, still being written)."""
+    for other in kept.parent.iterdir():
+        with suppress(OSError):
+            if other.name.startswith(TEMP_PREFIX):
+                stale = time.time() - other.stat().st_mtime > STALE_PARTIAL_SECONDS
+            else:
+                stale = other.suffix == ".json" and other != kept
+            if stale:
+                other.unlink()
 
 
 def _evaluate(session, context_id: int, expression: str):

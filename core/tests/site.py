@@ -146,8 +146,6 @@ BROKEN_ICON_HTML = """<!doctype html>
 <body><p>The declared icon is gone.</p></body></html>
 """
 
-# Rendered by its script: the heading and list exist only after it runs, and one item only once
-# a fetch of /data.json has answered (a capture must wait for the network to go quiet).
 # What shows only after the reader acts (a menu opened by hovering, a class a click would add,
 # with the font it uses) is part of the page: an archived copy keeps it.
 INTERACTIVE_HTML = """<!doctype html>
@@ -162,6 +160,8 @@ nav:hover .menu { display: block; }
 <p>Hover over the menu to open it.</p></body></html>
 """
 
+# Rendered by its script: the heading and list exist only after it runs, and one item only once
+# a fetch of /data.json has answered (a capture must wait for the network to go quiet).
 RENDERED_HTML = """<!doctype html>
 <html><head><meta charset="utf-8"><title>Rendered by script</title>
 <link rel="stylesheet" href="/static/style.css"></head>

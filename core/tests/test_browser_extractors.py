@@ -513,6 +513,7 @@ def test_singlefile_keeps_what_shows_only_after_the_reader_acts(
     assert ".opened" in html  # a rule no element matches at load
     assert '"Opened Font"' in html  # the font only that rule uses, inlined
     assert "/static/opened.woff2" not in html and "data:font/woff2;base64," in html
+    assert '<ul class="menu">' in html  # the markup as written (compressed, it loses quotes)
 
 
 def test_singlefile_bundle_is_exported_once_and_kept(tmp_path: Path, settings, request) -> None:
@@ -530,9 +531,17 @@ def test_singlefile_bundle_is_exported_once_and_kept(tmp_path: Path, settings, r
     singlefile_bundle.cache_clear()
     assert singlefile_bundle(single_file)["options"] == {"marker": 1}
 
-    # A kept file that cannot be read (half written by hand, say) is exported again.
-    kept.write_text('{"options": {')
-    singlefile_bundle.cache_clear()
-    assert singlefile_bundle(single_file) == exported
-    assert json.loads(kept.read_text()) == exported
-    assert [path.name for path in kept.parent.iterdir()] == [kept.name]  # no partial file left
+    # A kept file that cannot be read (cut short, or of another shape) is exported again; what
+    # another package's export or a killed writer left beside it is removed, not a partial file
+    # another process may still be writing.
+    left = {name: kept.parent / name for name in ("0" * 32 + ".json", ".tmp-old", ".tmp-new")}
+    for path in left.values():
+        path.write_text("{}")
+    hour_ago = time.time() - 3601
+    os.utime(left[".tmp-old"], (hour_ago, hour_ago))
+    for broken in ('{"options": {', '{"options": null, "script": ""}'):
+        kept.write_text(broken)
+        singlefile_bundle.cache_clear()
+        assert singlefile_bundle(single_file) == exported
+        assert json.loads(kept.read_text()) == exported
+    assert sorted(path.name for path in kept.parent.iterdir()) == [".tmp-new", kept.name]

@@ -257,33 +257,29 @@ def _kept_bundle_path(package: Path) -> Path:
 
 
 def _keep(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a reader never sees half a file), then
-    remove what earlier exports left there. A cache that cannot be written only makes the next
-    start slower: the error is logged, not raised."""
+    """Write ``text`` to ``path`` whole or not at all (a reader never sees half a file, and no
+    partial file stays behind), then remove what earlier exports left there. A cache that
+    cannot be written only makes the next start slower: the error is logged, not raised."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, partial = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(partial, path)
+        finally:
+            Path(partial).unlink(missing_ok=True)  # gone already once it was renamed
     except OSError as error:
         logger.warning("cannot keep single-file-cli's bundle in %s: %s", path.parent, error)
         return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(partial, path)
-    except OSError as error:
-        Path(partial).unlink(missing_ok=True)
-        logger.warning("cannot keep single-file-cli's bundle in %s: %s", path.parent, error)
-        return
-    except BaseException:  # interrupted: no partial file stays behind
-        Path(partial).unlink(missing_ok=True)
-        raise
     _remove_stale(path)
 
 
 def _remove_stale(kept: Path) -> None:
     """Remove the other exports beside ``kept`` (of packages no longer installed) and partial
     files left by a process killed while writing (older than STALE_PARTIAL_SECONDS: a younger
-    one may be another process's, still being written)."""
+    one may be another process's, still being written). One that cannot be removed stays: it
+    only takes room, and the next export tries again."""
     for other in kept.parent.iterdir():
         with suppress(OSError):
             if other.name.startswith(TEMP_PREFIX):

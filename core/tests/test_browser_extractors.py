@@ -30,7 +30,12 @@ from core.extractors.dom import DomExtractor
 from core.extractors.errors import Outcome
 from core.extractors.pdf import PdfExtractor
 from core.extractors.screenshot import ScreenshotExtractor
-from core.extractors.singlefile import BUNDLE_CACHE_DIR, SingleFileExtractor, singlefile_bundle
+from core.extractors.singlefile import (
+    BUNDLE_CACHE_DIR,
+    STALE_PARTIAL_SECONDS,
+    SingleFileExtractor,
+    singlefile_bundle,
+)
 from core.tests.site import BACKGROUND_PNG, RETRY_AFTER_SECONDS, LiveSite
 
 pytestmark = pytest.mark.browser
@@ -537,8 +542,8 @@ def test_singlefile_bundle_is_exported_once_and_kept(tmp_path: Path, settings, r
     left = {name: kept.parent / name for name in ("0" * 32 + ".json", ".tmp-old", ".tmp-new")}
     for path in left.values():
         path.write_text("{}")
-    hour_ago = time.time() - 3601
-    os.utime(left[".tmp-old"], (hour_ago, hour_ago))
+    long_ago = time.time() - STALE_PARTIAL_SECONDS - 1
+    os.utime(left[".tmp-old"], (long_ago, long_ago))
     for broken in ('{"options": {', '{"options": null, "script": ""}'):
         kept.write_text(broken)
         singlefile_bundle.cache_clear()

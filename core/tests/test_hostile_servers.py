@@ -37,7 +37,7 @@ from model_bakery import baker
 from archive.testing import chromium_pids, process_cmdline
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
-from core.extractors.browser import close_shared_browser
+from core.extractors.browser import CLOSE_TIMEOUT, DEADLINE_GRACE, close_shared_browser
 from core.extractors.errors import Outcome
 from core.extractors.fetch import fetch
 from core.extractors.registry import BY_NAME, get_extractor
@@ -51,6 +51,10 @@ MAX_BYTES = 2 * 1024**2
 TIMEOUT = 2  # seconds
 SINGLEFILE_TIMEOUT = 4  # seconds: SingleFile needs about 3.5 s for any page
 MARGIN = 5  # seconds a run may take past its timeout (curl's kill deadline is timeout + 5)
+# Seconds a browser capture may take past its timeout: the browser is killed DEADLINE_GRACE
+# after it, may take CLOSE_TIMEOUT to exit, and its visit as long again to give up
+# (core/extractors/browser.py). Seen: a pdf capture of /trickle took 7.15 s, under load.
+BROWSER_MARGIN = DEADLINE_GRACE + 2 * CLOSE_TIMEOUT
 # Seconds for a case whose run must end on its own (by success, a byte bound or the error the
 # server causes): its answer is prompt, so TIMEOUT is not what it tests, and on a busy machine
 # (the suite's other worker rendering too) a Chromium capture can take longer than 2 s.
@@ -400,7 +404,8 @@ def test_a_server_that_never_finishes_times_out_as_temporary(
 
     assert output.outcome is Outcome.TEMPORARY
     assert output.error == TIMED_OUT[kind(runner)]
-    assert timeout - 0.5 < took < timeout + MARGIN
+    overrun = BROWSER_MARGIN if kind(runner) == "chromium" else MARGIN
+    assert timeout - 0.5 < took < timeout + overrun
     assert hostile_site.requests_containing(case.marker) == 1
     assert hostile_site.sent_containing(case.marker) < 100  # a short start, a byte a second
 

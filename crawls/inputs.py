@@ -8,7 +8,8 @@
   categories (as tags).
 - ``bookmarks``: the Netscape bookmark file format (``<!DOCTYPE NETSCAPE-Bookmark-file-1>``) that
   Chromium, Firefox, Safari and most bookmark services export: each ``<A HREF>``, its text as the
-  title and its ``TAGS`` attribute (Firefox, Pinboard) as tags. Read with lxml's HTML parser.
+  title and its ``TAGS`` attribute (Firefox, Pinboard) as tags. Read with lxml's HTML parser, at
+  any depth (``_read_bookmarks``).
 - ``json``: a list of URLs, or of objects with ``url`` and optional ``title`` and ``tags`` (a list
   or a comma-separated string).
 
@@ -212,17 +213,28 @@ def _first_alternate(entry) -> str:
 
 
 def _read_bookmarks(text: str, collector: _Collector) -> None:
-    import lxml.html  # here, not at the top: only a bookmarks file needs it (5 MB in every process)
+    """Read each ``<A HREF>`` of a bookmarks export, however many there are.
+
+    Exports leave every ``<DT>`` open, and libxml2 nests each in the one before it: a folder of
+    N bookmarks is a tree N levels deep. lxml's own tree stops, silently, at 256 levels (one
+    folder of 1,000 bookmarks, written as Chromium writes them, gave 252), so the file is
+    parsed as pages are (core/extractors/html_tree.py), at any depth. Past MAX_TREE_DEPTH
+    levels that tree holds no line numbers, and a problem is placed by the entry's number.
+    """
+    # Here, not at the top: only a bookmarks file needs lxml (5 MB in every process).
+    import lxml.etree
+
+    from core.extractors.html_tree import parse_html
 
     try:
-        root = lxml.html.document_fromstring(text)
+        root = parse_html(text)
     except (ValueError, lxml.etree.ParserError) as error:
         raise InputError(f"{collector.source} is not a bookmarks file: {error}") from None
-    for anchor in root.iter("a"):
+    for number, anchor in enumerate(root.iter("a"), start=1):
         href = anchor.get("href")
         if href is None:
             continue
-        where = f"line {anchor.sourceline}"
+        where = f"line {anchor.sourceline}" if anchor.sourceline else f"entry {number}"
         tags = (anchor.get("tags") or "").split(",")
         collector.add(href, where, title=anchor.text_content(), tags=tags)
 

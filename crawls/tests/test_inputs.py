@@ -147,6 +147,53 @@ def test_a_firefox_export_keeps_titles_and_tags_and_names_what_it_left_out() -> 
     )
 
 
+def one_folder_export(count: int, last_href: str) -> str:
+    """A bookmarks file as Chromium exports one folder of ``count`` bookmarks (every <DT> left
+    open), the last one linking to ``last_href``."""
+    rows = [
+        f'        <DT><A HREF="https://example.org/page/{n}" ADD_DATE="1700000000">Page {n}</A>'
+        for n in range(1, count)
+    ]
+    rows.append(f'        <DT><A HREF="{last_href}" ADD_DATE="1700000000">The last</A>')
+    return "\n".join(
+        [
+            "<!DOCTYPE NETSCAPE-Bookmark-file-1>",
+            '<META HTTP-EQUIV="Content-Type" CONTENT="text/html; charset=UTF-8">',
+            "<TITLE>Bookmarks</TITLE>",
+            "<H1>Bookmarks</H1>",
+            "<DL><p>",
+            '    <DT><H3 ADD_DATE="1700000000">Bookmarks bar</H3>',
+            "    <DL><p>",
+            *rows,
+            "    </DL><p>",
+            "</DL><p>",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("count", "place"),
+    [
+        (300, "line 307"),  # past the 256 levels lxml's own tree stops at: 252 were read
+        (3000, "entry 3000"),  # past the 2,048 of html_tree's: no line numbers there
+    ],
+)
+def test_every_bookmark_of_a_large_folder_is_read(count: int, place: str) -> None:
+    text = one_folder_export(count, last_href="javascript:void(0)")
+
+    parsed = read(text, source="bookmarks.html")
+
+    assert [entry.url for entry in parsed.entries] == [
+        f"https://example.org/page/{n}" for n in range(1, count)
+    ]
+    assert parsed.entries[-1].title == f"Page {count - 1}"
+    assert parsed.rejected == 1
+    assert parsed.problems == [
+        f"bookmarks.html {place}: 'javascript:void(0)': only http and https URLs can be "
+        "archived, not javascript:"
+    ]
+
+
 def test_a_truncated_bookmarks_file_gives_what_it_holds() -> None:
     cut = FIREFOX_EXPORT[: FIREFOX_EXPORT.index("RFC 8493") + 20]
 

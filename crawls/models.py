@@ -274,6 +274,11 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
     Snapshot of it is final; ``held`` pauses it (nothing of a held crawl is claimed).
     """
 
+    # Fields that grow with the crawl (a bookmarks export of 1,000 seeds with titles: 200 kB),
+    # left out when a snapshot or result is claimed with its crawl and read when first used
+    # (orchestrator/prepared.py ``with_related``).
+    LOADED_ON_DEMAND = ("seeds", "seed_details")
+
     status = FSMField(
         default=CrawlStatus.QUEUED, choices=CrawlStatus.choices, protected=True, db_index=True
     )
@@ -377,12 +382,16 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
     def save(self, *args, **kwargs) -> None:
         """Save; a crawl already stored leaves ``bytes_written`` alone, which only
         ``CrawlQuerySet.add_bytes`` changes: a row read before a result was recorded must not
-        write its older count back."""
+        write its older count back. Fields not loaded (``LOADED_ON_DEMAND``) are left alone
+        too, as Django leaves them when it picks the fields itself."""
         if not self._state.adding and kwargs.get("update_fields") is None and not args:
+            not_loaded = self.get_deferred_fields()
             kwargs["update_fields"] = [
                 field.name
                 for field in self._meta.concrete_fields
-                if not field.primary_key and field.name != "bytes_written"
+                if not field.primary_key
+                and field.name != "bytes_written"
+                and field.attname not in not_loaded
             ]
         super().save(*args, **kwargs)
 

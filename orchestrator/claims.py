@@ -31,7 +31,13 @@ from datetime import datetime, timedelta
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from orchestrator.prepared import compile_ahead, compile_by_pk, prepared_records, record_by_pk
+from orchestrator.prepared import (
+    compile_ahead,
+    compile_by_pk,
+    prepared_records,
+    record_by_pk,
+    with_related,
+)
 
 CANDIDATES_PER_CLAIM = 5
 CLAIM_FIELDS = ("pk", "retry_at", "status")
@@ -176,7 +182,7 @@ def claim_companions(
             if _compare_and_set(row, end):
                 lease_end = end
                 won.append(row.pk)
-        by_pk = candidates.model.objects.select_related(*related).in_bulk(won)
+        by_pk = with_related(candidates.model.objects.all(), related).in_bulk(won)
     return [by_pk[pk] for pk in won]
 
 
@@ -188,7 +194,7 @@ def reload_claimed(
     nothing it waits for unfinished), else None: a companion claimed minutes ago is checked
     so before it starts."""
     fresh = type(record).objects.runnable().filter(pk=record.pk, retry_at=lease_end)
-    return fresh.select_related(*related).first()
+    return with_related(fresh, related).first()
 
 
 def hand_back(

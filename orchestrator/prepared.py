@@ -302,8 +302,9 @@ def _uuid_hex(value: uuid.UUID) -> str:
 
 
 def record_by_pk(model: type[models.Model], pk, related: tuple[str, ...] = ()) -> models.Model:
-    """Return ``model.objects.select_related(*related).get(pk=pk)``, from SQL compiled once per
-    process (or afresh when that cannot be done). Raises ``model.DoesNotExist``."""
+    """Return ``model``'s record of ``pk`` with ``related`` joined in (``with_related``: the
+    fields a related model loads on demand left out), from SQL compiled once per process (or
+    afresh when that cannot be done). Raises ``model.DoesNotExist``."""
     found = prepared_records(_by_pk_key(model, related), by_pk(model, related), pk)
     if not found:
         raise model.DoesNotExist(f"{model._meta.object_name} {pk} does not exist")
@@ -325,7 +326,34 @@ def _by_pk_key(model: type[models.Model], related: tuple[str, ...]) -> str:
 
 def by_pk(model: type[models.Model], related: tuple[str, ...]) -> Build:
     """The query ``record_by_pk`` compiles: ``model``'s record of a key, with ``related``."""
-    return lambda key: model.objects.select_related(*related).filter(pk=key)
+    return lambda key: with_related(model.objects.all(), related).filter(pk=key)
+
+
+def with_related(queryset: models.QuerySet, related: tuple[str, ...]) -> models.QuerySet:
+    """``queryset.select_related(*related)``, leaving out the fields that a related model loads
+    only on demand (its ``LOADED_ON_DEMAND``, such as a crawl's seed list and what its input
+    said of each seed: their size grows with the crawl, and every claim of its snapshots and
+    results joins the crawl in). Django reads such a field when it is first used."""
+    deferred = [
+        f"{path}__{name}"
+        for path in _paths(related)
+        for name in getattr(_model_at(queryset.model, path), "LOADED_ON_DEMAND", ())
+    ]
+    queryset = queryset.select_related(*related)
+    return queryset.defer(*deferred) if deferred else queryset
+
+
+def _paths(related: tuple[str, ...]) -> dict[str, None]:
+    """Every relation ``related`` joins in, in order: "snapshot__crawl" joins "snapshot" too."""
+    parts = (path.split("__") for path in related)
+    return {"__".join(names[:end]): None for names in parts for end in range(1, len(names) + 1)}
+
+
+def _model_at(model: type[models.Model], path: str) -> type[models.Model]:
+    """The model that the relation ``path`` (e.g. "snapshot__crawl") leads to from ``model``."""
+    for name in path.split("__"):
+        model = model._meta.get_field(name).related_model
+    return model
 
 
 def _compiled_at(build: Build, args: tuple):

@@ -40,7 +40,7 @@ from crawls.models import Crawl
 from crawls.seeds import normalize_url
 from orchestrator.actor import Actor
 from orchestrator.claimlog import read_events, read_holds
-from orchestrator.claims import claim_companions, claim_next_with_companions
+from orchestrator.claims import claim_companions, claim_next_with_companions, reload_claimed
 from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum
 from orchestrator.work import WorkType, work_types
 
@@ -125,6 +125,17 @@ def test_one_claim_takes_the_visit_sharing_results_of_the_snapshot_with_leases_e
         assert stored.retry_at == result.retry_at
         assert stored.status == ResultStatus.QUEUED  # claiming leases; the tick transitions
     assert [r.extractor for r in claim()] == ["wget"]  # the three are held; wget is no companion
+
+
+def test_companions_come_without_the_crawl_fields_that_grow_with_the_crawl() -> None:
+    due_results(started_snapshot(), "screenshot", "pdf")
+
+    first, companion = claim()
+    again = reload_claimed(companion, lease_end=companion.retry_at, related=("snapshot__crawl",))
+
+    # As the claimed record itself (orchestrator/prepared.py with_related): read when used.
+    for record in (first, companion, again):
+        assert record.snapshot.crawl.get_deferred_fields() == {"seeds", "seed_details"}
 
 
 def test_the_companions_share_the_place_their_first_takes_on_a_host_that_is_then_full(

@@ -12,18 +12,26 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.sessions.models import Session
-from django.db import models
+from django.db import connection, models
 from django.db.models import Min
 from django.db.models.functions import Length
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from core.tests.test_hosts import paused_host, result_on
+from crawls.models import Crawl
 from orchestrator.claims import CLAIM_FIELDS, _candidates, _claimable
 from orchestrator.orchestrator import Orchestrator, _claimable_count, _soonest_ahead
-from orchestrator.prepared import PreparedQuery, by_pk, prepared_records, record_by_pk
+from orchestrator.prepared import (
+    PreparedQuery,
+    by_pk,
+    prepared_records,
+    record_by_pk,
+    with_related,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -189,7 +197,10 @@ def test_the_soonest_time_ahead_is_one_query(django_assert_num_queries) -> None:
 
 
 def field_values(record: models.Model) -> dict:
-    return {field.attname: getattr(record, field.attname) for field in record._meta.concrete_fields}
+    """The values of the fields ``record`` was loaded with, and which those left out were."""
+    deferred = record.get_deferred_fields()
+    loaded = [f.attname for f in record._meta.concrete_fields if f.attname not in deferred]
+    return {"deferred": deferred, **{name: getattr(record, name) for name in loaded}}
 
 
 def related_chain(record: models.Model, path: str) -> list[models.Model]:
@@ -214,7 +225,7 @@ def test_a_record_loaded_by_its_compiled_pk_is_what_get_loads(
         StorageCopy: baker.make(StorageCopy, snapshot=result.snapshot),
     }
     pk = records[model].pk
-    expected = related_chain(model.objects.select_related(*related).get(pk=pk), related[0])
+    expected = related_chain(with_related(model.objects.all(), related).get(pk=pk), related[0])
     # the compiled path, not the fallback
     assert PreparedQuery.compile(by_pk(model, related), (type(pk),)) is not None
     for _ in range(2):  # the first call compiles, the second reuses
@@ -225,6 +236,46 @@ def test_a_record_loaded_by_its_compiled_pk_is_what_get_loads(
         assert [field_values(r) for r in chain] == [field_values(r) for r in expected]
         assert loaded._state.adding is False and loaded._state.db == "default"
     assert loaded.retry_at.tzinfo is not None  # aware, as the ORM converts it
+
+
+@pytest.mark.parametrize(
+    ("model", "related"), ((ArchiveResult, ("snapshot__crawl",)), (Snapshot, ("crawl",)))
+)
+def test_a_claimed_record_comes_without_the_crawl_fields_that_grow_with_the_crawl(
+    model, related
+) -> None:
+    result = result_on("seeds.example")
+    crawl = result.snapshot.crawl
+    crawl.seed_details = {result.snapshot.url: {"title": "Given", "tags": ["t"]}}
+    crawl.save()
+    pk = result.pk if model is ArchiveResult else result.snapshot_id
+
+    loaded = related_chain(record_by_pk(model, pk, related), related[0])[-1]
+
+    assert loaded.get_deferred_fields() == {"seeds", "seed_details"}
+    assert loaded.seed_details == crawl.seed_details  # read when first used
+    assert loaded.seeds == crawl.seeds
+    assert loaded.get_deferred_fields() == set()
+    # The crawl's own claim loads it whole: its actor reads the seeds.
+    assert record_by_pk(Crawl, crawl.pk).get_deferred_fields() == set()
+
+
+def test_a_crawl_loaded_without_its_seeds_saves_without_them() -> None:
+    result = result_on("save.example")
+    crawl = record_by_pk(Snapshot, result.snapshot_id, ("crawl",)).crawl
+    Crawl.objects.filter(pk=crawl.pk).update(seeds="https://changed.example/")
+
+    crawl.priority = 5
+    with CaptureQueriesContext(connection) as queries:
+        crawl.save()
+
+    # Neither read nor written (on PostgreSQL the wake-up's NOTIFY comes along).
+    statements = [query["sql"] for query in queries.captured_queries]
+    assert [sql for sql in statements if sql.startswith("UPDATE")] == statements[:1]
+    assert not [sql for sql in statements if "seed" in sql]
+
+    stored = Crawl.objects.get(pk=crawl.pk)
+    assert (stored.priority, stored.seeds) == (5, "https://changed.example/")
 
 
 def test_a_missing_record_raises_does_not_exist() -> None:

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -419,6 +420,23 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
     def seed_list(self) -> list[str]:
         """Return the seed URLs in the order they were given."""
         return [line for line in self.seeds.splitlines() if line]
+
+    def seed_given(self, url: str) -> dict | None:
+        """Return what the crawl's input gave seed ``url`` (``{"title": str, "tags": [str]}``),
+        or None. While ``seed_details`` is not loaded (LOADED_ON_DEMAND) the database reads
+        that one entry of it, rather than the whole object being loaded and decoded here."""
+        # SQLite's JSON path takes a quoted key without escapes: a key holding a quote or a
+        # backslash is read the long way (a seed never does: crawls/seeds.py escapes both).
+        addressable = not any(character in url for character in '"\\')
+        if "seed_details" not in self.get_deferred_fields() or not addressable:
+            return self.seed_details.get(url)
+        entry = KeyTransform(url, "seed_details")
+        return (
+            Crawl.objects.filter(pk=self.pk)
+            .annotate(given=entry)
+            .values_list("given", flat=True)
+            .first()
+        )
 
     def behaviour_summary(self) -> str:
         """Say what the rendering extractors do to this crawl's pages before capturing them,

@@ -439,7 +439,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "created_at": snapshot.created_at.isoformat(),
             "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
             # The title and tags the crawl's input gave this seed URL, if any.
-            "given": crawl.seed_details.get(snapshot.url) if snapshot.depth == 0 else None,
+            "given": crawl.seed_given(snapshot.url) if snapshot.depth == 0 else None,
             **_unchanged_since(snapshot),
             **_skipped(snapshot),
         },

@@ -231,6 +231,35 @@ def test_seed_list_and_str() -> None:
     assert str(crawl) == f"Crawl {crawl.pk}: http://a.example/ (+1 more)"
 
 
+URL_IN_QUOTES = "https://example.org/'x'%5B1%5D.$?q=1.2&x=*"  # a JSON path quotes it
+URL_WITH_ESCAPES = 'https://example.org/a"b\\c'  # no seed is (normalized), but a key may be
+
+
+@pytest.mark.parametrize("loaded", [True, False])
+def test_seed_given_reads_one_entry_of_the_seed_details(loaded: bool) -> None:
+    details = {
+        URL_IN_QUOTES: {"title": "Quoted", "tags": ["a"]},
+        "https://example.org/": {"title": "Plain", "tags": []},
+    }
+    crawl = baker.make(Crawl, seeds="\n".join(details), seed_details=details)
+    if not loaded:  # as a claim loads it (orchestrator/prepared.py with_related)
+        crawl = Crawl.objects.defer(*Crawl.LOADED_ON_DEMAND).get(pk=crawl.pk)
+
+    assert crawl.seed_given(URL_IN_QUOTES) == {"title": "Quoted", "tags": ["a"]}
+    assert crawl.seed_given("https://example.org/") == {"title": "Plain", "tags": []}
+    assert crawl.seed_given("https://example.org/other") is None
+    # Read alone: the whole object stays unloaded.
+    assert ("seed_details" in crawl.get_deferred_fields()) is not loaded
+
+
+def test_seed_given_reads_a_key_no_json_path_can_name_the_long_way() -> None:
+    details = {URL_WITH_ESCAPES: {"title": "Escaped", "tags": []}}
+    crawl = baker.make(Crawl, seeds=URL_WITH_ESCAPES, seed_details=details)
+    crawl = Crawl.objects.defer(*Crawl.LOADED_ON_DEMAND).get(pk=crawl.pk)
+
+    assert crawl.seed_given(URL_WITH_ESCAPES) == {"title": "Escaped", "tags": []}
+
+
 def test_final_queryset_holds_sealed_crawls_only() -> None:
     sealed = make_crawl(CrawlStatus.SEALED)
     for status in (CrawlStatus.QUEUED, CrawlStatus.STARTED, CrawlStatus.HELD):

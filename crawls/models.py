@@ -396,6 +396,20 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
             ]
         super().save(*args, **kwargs)
 
+    def refresh_from_db(self, using=None, fields=None, from_queryset=None) -> None:
+        """Read ``fields`` (all, if None) again from the database.
+
+        A field left out (LOADED_ON_DEMAND) and read on first use is read alone. Django's
+        refresh, as django-fsm runs it, would set the state too: a transition not saved yet
+        would be undone in this object, and its save would write the state it was read in.
+        """
+        if fields is not None and set(fields) <= set(self.LOADED_ON_DEMAND):
+            rows = type(self)._base_manager.db_manager(using or self._state.db)
+            for name, value in rows.filter(pk=self.pk).values(*fields).get().items():
+                setattr(self, name, value)
+            return
+        super().refresh_from_db(using, fields, from_queryset)
+
     def lock_and_refresh(self, *fields: str) -> None:
         """Lock this crawl's row until the caller's transaction ends (``SELECT ... FOR
         UPDATE``; on SQLite the transaction holds the write lock already) and read ``fields``

@@ -108,7 +108,10 @@ class ScopeRules:
         into something unreadable. Made once for the same rules (a crawl's every batch of
         links, in one process), not parsed and compiled again for each."""
         scope = CrawlScope.ANY if crawl.any_host else crawl.scope
-        return _rules(scope, crawl.seeds, crawl.include, crawl.exclude)
+        # Only these two read the seeds, which a claimed crawl has not loaded (they grow with
+        # it: Crawl.LOADED_ON_DEMAND).
+        seeds = crawl.seeds if scope in (CrawlScope.PREFIX, CrawlScope.DOMAIN) else ""
+        return _rules(scope, seeds, crawl.include, crawl.exclude)
 
     def refusal(self, url: str, *, found_on: str) -> tuple[str, str] | None:
         """Why the link ``url`` found on page ``found_on`` (both normalized) is not followed,

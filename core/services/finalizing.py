@@ -272,6 +272,8 @@ def wake_crawl_if_done(snapshot: Snapshot) -> None:
 def _given_title(snapshot: Snapshot) -> str:
     """The title the crawl's input gave this URL (a bookmark's or feed entry's): a person chose
     it, so it is kept over the page's own (which the title extractor keeps in title.txt)."""
+    if snapshot.depth > 0:
+        return ""  # a page found by following links: no input named it
     return (snapshot.crawl.seed_given(snapshot.url) or {}).get("title", "")
 
 

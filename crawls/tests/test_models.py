@@ -260,6 +260,19 @@ def test_seed_given_reads_a_key_no_json_path_can_name_the_long_way() -> None:
     assert crawl.seed_given(URL_WITH_ESCAPES) == {"title": "Escaped", "tags": []}
 
 
+def test_a_transition_then_a_read_of_what_loads_on_demand_still_saves() -> None:
+    crawl = make_crawl()
+    crawl.start()
+    crawl.save()
+    claimed = Crawl.objects.defer(*Crawl.LOADED_ON_DEMAND).get(pk=crawl.pk)
+
+    claimed.hold(reason="disk full")
+    assert claimed.seed_list() == ["http://a.example/", "http://b.example/"]  # read now
+    claimed.save()  # from the state it was read in: no ConcurrentTransition
+
+    assert Crawl.objects.get(pk=crawl.pk).status == CrawlStatus.HELD
+
+
 def test_final_queryset_holds_sealed_crawls_only() -> None:
     sealed = make_crawl(CrawlStatus.SEALED)
     for status in (CrawlStatus.QUEUED, CrawlStatus.STARTED, CrawlStatus.HELD):

@@ -94,6 +94,20 @@ def test_a_crawls_rules_are_made_once_for_the_same_rules() -> None:
     )
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("scope", list(CrawlScope))
+def test_only_the_scopes_that_follow_the_seeds_read_them(scope: str) -> None:
+    Crawl.objects.create(seeds=SEED, scope=scope)
+    # As a claim loads it: the seeds, which grow with the crawl, are read when first used.
+    crawl = Crawl.objects.defer(*Crawl.LOADED_ON_DEMAND).get()
+
+    rules = ScopeRules.for_crawl(crawl)
+
+    follows_seeds = scope in (CrawlScope.PREFIX, CrawlScope.DOMAIN)
+    assert ("seeds" not in crawl.get_deferred_fields()) is follows_seeds
+    assert rules.seeds == ((SEED,) if follows_seeds else ())
+
+
 def test_blank_lines_are_not_patterns() -> None:
     assert [p.text for p in parse_patterns("\n  a+\n\n surt:org,x)/ \n")] == ["a+", "surt:org,x)/"]
 

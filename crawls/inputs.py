@@ -13,7 +13,8 @@
 - ``json``: a list of URLs, or of objects with ``url`` and optional ``title`` and ``tags`` (a list
   or a comma-separated string).
 
-A broken entry is reported with its line (text, bookmarks) or its number (feed, JSON) and left
+A broken entry is reported with its line (text, bookmarks) or its number (feed, JSON, a
+bookmarks file deeper than the lines are kept for: ``_read_bookmarks``) and left
 out; the valid entries are still read. Each URL is normalized (crawls/seeds.py) and kept once,
 the first time it appears; tags of later duplicates are merged in.
 """
@@ -218,22 +219,20 @@ def _read_bookmarks(text: str, collector: _Collector) -> None:
     Exports leave every ``<DT>`` open, and libxml2 nests each in the one before it: a folder of
     N bookmarks is a tree N levels deep. lxml's own tree stops, silently, at 256 levels (one
     folder of 1,000 bookmarks, written as Chromium writes them, gave 252), so the file is
-    parsed as pages are (core/extractors/html_tree.py), at any depth. Past MAX_TREE_DEPTH
-    levels that tree holds no line numbers, and a problem is placed by the entry's number.
+    parsed as pages are (core/extractors/html_tree.py), at any depth. A file deeper than
+    MAX_TREE_DEPTH levels is read by a tree that keeps no line numbers: its problems are placed
+    by the link's number instead (the n-th ``<A HREF>``).
     """
     # Here, not at the top: only a bookmarks file needs lxml (5 MB in every process).
-    import lxml.etree
-
     from core.extractors.html_tree import parse_html
 
     try:
         root = parse_html(text)
-    except (ValueError, lxml.etree.ParserError) as error:
+    except ValueError as error:  # a lone surrogate; a file of no element is read as empty
         raise InputError(f"{collector.source} is not a bookmarks file: {error}") from None
-    for number, anchor in enumerate(root.iter("a"), start=1):
+    links = (anchor for anchor in root.iter("a") if anchor.get("href") is not None)
+    for number, anchor in enumerate(links, start=1):
         href = anchor.get("href")
-        if href is None:
-            continue
         where = f"line {anchor.sourceline}" if anchor.sourceline else f"entry {number}"
         tags = (anchor.get("tags") or "").split(",")
         collector.add(href, where, title=anchor.text_content(), tags=tags)

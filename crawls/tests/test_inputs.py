@@ -147,14 +147,15 @@ def test_a_firefox_export_keeps_titles_and_tags_and_names_what_it_left_out() -> 
     )
 
 
-def one_folder_export(count: int, last_href: str) -> str:
+def one_folder_export(count: int, first_href: str, last_href: str) -> str:
     """A bookmarks file as Chromium exports one folder of ``count`` bookmarks (every <DT> left
-    open), the last one linking to ``last_href``."""
+    open), the first one linking to ``first_href`` and the last to ``last_href``."""
     rows = [
         f'        <DT><A HREF="https://example.org/page/{n}" ADD_DATE="1700000000">Page {n}</A>'
-        for n in range(1, count)
+        for n in range(2, count)
     ]
-    rows.append(f'        <DT><A HREF="{last_href}" ADD_DATE="1700000000">The last</A>')
+    first = f'        <DT><A HREF="{first_href}" ADD_DATE="1700000000">The first</A>'
+    last = f'        <DT><A HREF="{last_href}" ADD_DATE="1700000000">The last</A>'
     return "\n".join(
         [
             "<!DOCTYPE NETSCAPE-Bookmark-file-1>",
@@ -163,8 +164,10 @@ def one_folder_export(count: int, last_href: str) -> str:
             "<H1>Bookmarks</H1>",
             "<DL><p>",
             '    <DT><H3 ADD_DATE="1700000000">Bookmarks bar</H3>',
-            "    <DL><p>",
+            '    <DL><p><DT><A NAME="no-link">An anchor without a link</A>',
+            first,
             *rows,
+            last,
             "    </DL><p>",
             "</DL><p>",
         ]
@@ -172,25 +175,29 @@ def one_folder_export(count: int, last_href: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("count", "place"),
+    ("count", "first_place", "last_place"),
     [
-        (300, "line 307"),  # past the 256 levels lxml's own tree stops at: 252 were read
-        (3000, "entry 3000"),  # past the 2,048 of html_tree's: no line numbers there
+        (300, "line 8", "line 307"),  # past the 256 levels lxml's own tree stops at: 252 read
+        (3000, "entry 1", "entry 3000"),  # past html_tree's 2,048: no line numbers there
     ],
 )
-def test_every_bookmark_of_a_large_folder_is_read(count: int, place: str) -> None:
-    text = one_folder_export(count, last_href="javascript:void(0)")
+def test_every_bookmark_of_a_large_folder_is_read(
+    count: int, first_place: str, last_place: str
+) -> None:
+    text = one_folder_export(count, first_href="place:x", last_href="javascript:void(0)")
 
     parsed = read(text, source="bookmarks.html")
 
     assert [entry.url for entry in parsed.entries] == [
-        f"https://example.org/page/{n}" for n in range(1, count)
+        f"https://example.org/page/{n}" for n in range(2, count)
     ]
     assert parsed.entries[-1].title == f"Page {count - 1}"
-    assert parsed.rejected == 1
+    assert parsed.rejected == 2
     assert parsed.problems == [
-        f"bookmarks.html {place}: 'javascript:void(0)': only http and https URLs can be "
-        "archived, not javascript:"
+        f"bookmarks.html {first_place}: 'place:x': only http and https URLs can be archived, "
+        "not place:",
+        f"bookmarks.html {last_place}: 'javascript:void(0)': only http and https URLs can be "
+        "archived, not javascript:",
     ]
 
 

@@ -37,6 +37,7 @@ from core.models import (
 from core.services.fixity import RestoreError, snapshot_audit, snapshot_repair
 from core.services.rearchive import snapshot_rearchive, snapshot_retry_failed
 from core.services.removal import snapshot_remove
+from orchestrator.prepared import with_related
 
 # Audits and repairs re-hash every file (and every storage copy) while the request waits: past
 # this many snapshots they belong to manage.py verify / restore, which no web timeout cuts short.
@@ -145,7 +146,7 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         description="Retry failed results of selected snapshots", permissions=["transition"]
     )
     def retry_failed(self, request, queryset):
-        snapshots = list(queryset.with_failures().select_related("crawl"))
+        snapshots = list(with_related(queryset.with_failures(), ("crawl",)))
         results = sum(snapshot_retry_failed(snapshot=snapshot) for snapshot in snapshots)
         if snapshots:
             self.message_user(
@@ -161,7 +162,7 @@ class SnapshotAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmi
         permissions=["transition"],
     )
     def rearchive(self, request, queryset):
-        final = list(queryset.final().select_related("crawl"))
+        final = list(with_related(queryset.final(), ("crawl",)))
         busy = queryset.count() - len(final)  # before: the status filter may drop re-queued ones
         for snapshot in final:
             snapshot_rearchive(snapshot=snapshot)

@@ -9,6 +9,7 @@ from core.management.database import require_migrated_database
 from core.management.selection import parse_snapshot_ids
 from core.models import Snapshot
 from core.services.rearchive import snapshot_rearchive
+from orchestrator.prepared import with_related
 
 
 class Command(BaseCommand):
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         if flagged:
             candidates = candidates.flagged()
         queued = refused = 0
-        for snapshot in candidates.select_related("crawl").order_by("created_at"):
+        for snapshot in with_related(candidates, ("crawl",)).order_by("created_at"):
             try:
                 moved_to = snapshot_rearchive(snapshot=snapshot)
             except (TransitionNotAllowed, ConcurrentTransition):

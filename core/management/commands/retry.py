@@ -10,6 +10,7 @@ from core.management.database import require_migrated_database
 from core.management.selection import parse_snapshot_ids
 from core.models import Snapshot
 from core.services.rearchive import snapshot_retry_failed
+from orchestrator.prepared import with_related
 
 
 class Command(BaseCommand):
@@ -42,7 +43,7 @@ class Command(BaseCommand):
         if crawl is not None:
             candidates = candidates.filter(crawl_id=crawl)
         retried = results = 0
-        for snapshot in candidates.select_related("crawl"):
+        for snapshot in with_related(candidates, ("crawl",)):
             results += snapshot_retry_failed(snapshot=snapshot, extractor=extractor)
             retried += 1
         if not retried:

@@ -404,8 +404,9 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         would be undone in this object, and its save would write the state it was read in.
         """
         if fields is not None and set(fields) <= set(self.LOADED_ON_DEMAND):
-            rows = type(self)._base_manager.db_manager(using or self._state.db)
-            for name, value in rows.filter(pk=self.pk).values(*fields).get().items():
+            rows = type(self)._base_manager.all() if from_queryset is None else from_queryset
+            rows = rows.using(using or self._state.db).filter(pk=self.pk)
+            for name, value in rows.values(*fields).get().items():
                 setattr(self, name, value)
             return
         super().refresh_from_db(using, fields, from_queryset)

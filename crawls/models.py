@@ -403,10 +403,14 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         refresh, as django-fsm runs it, would set the state too: a transition not saved yet
         would be undone in this object, and its save would write the state it was read in.
         """
-        if fields is not None and set(fields) <= set(self.LOADED_ON_DEMAND):
-            rows = type(self)._base_manager.all() if from_queryset is None else from_queryset
-            rows = rows.using(using or self._state.db).filter(pk=self.pk)
-            for name, value in rows.values(*fields).get().items():
+        fields = None if fields is None else list(fields)
+        if fields and set(fields) <= set(self.LOADED_ON_DEMAND):
+            # The queryset as Django's refresh picks it.
+            if from_queryset is None:
+                rows = type(self)._base_manager.db_manager(using, hints={"instance": self})
+            else:
+                rows = from_queryset if using is None else from_queryset.using(using)
+            for name, value in rows.filter(pk=self.pk).values(*fields).get().items():
                 setattr(self, name, value)
             return
         super().refresh_from_db(using, fields, from_queryset)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed, can_proceed
 from model_bakery import baker
@@ -271,6 +272,23 @@ def test_a_transition_then_a_read_of_what_loads_on_demand_still_saves() -> None:
     claimed.save()  # from the state it was read in: no ConcurrentTransition
 
     assert Crawl.objects.get(pk=crawl.pk).status == CrawlStatus.HELD
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_field_loaded_on_demand_is_read_through_the_given_queryset() -> None:
+    crawl = make_crawl()
+    claimed = Crawl.objects.defer(*Crawl.LOADED_ON_DEMAND).get(pk=crawl.pk)
+    Crawl.objects.filter(pk=crawl.pk).update(seeds="http://c.example/")
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        claimed.lock_and_refresh("seeds")
+
+    assert claimed.seeds == "http://c.example/"
+    assert "seed_details" in claimed.get_deferred_fields()  # only what was asked
+    if connection.vendor == "postgresql":
+        assert "FOR UPDATE" in queries.captured_queries[-1]["sql"]
+    claimed.refresh_from_db(fields=[])  # nothing to read, as in Django
+    assert claimed.status == CrawlStatus.QUEUED
 
 
 def test_final_queryset_holds_sealed_crawls_only() -> None:

@@ -14,6 +14,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from model_bakery import baker
@@ -250,9 +252,12 @@ def test_retry_command_all(live_site: LiveSite) -> None:
     )  # fmt: skip
     out = StringIO()
 
-    call_command("retry", "--all", stdout=out)
+    with CaptureQueriesContext(connection) as queries:
+        call_command("retry", "--all", stdout=out)
 
     assert out.getvalue().startswith("Queued 1 failed results of 1 snapshots again.")
+    # Each snapshot's crawl comes without what grows with it (Crawl.LOADED_ON_DEMAND).
+    assert not [q["sql"] for q in queries.captured_queries if "seed" in q["sql"]]
     assert Snapshot.objects.get(pk=failing.pk).status == SnapshotStatus.STARTED
     assert Snapshot.objects.get(pk=clean.pk).status == SnapshotStatus.SEALED
 

@@ -219,7 +219,7 @@ def _read_bookmarks(text: str, collector: _Collector) -> None:
     Exports leave every ``<DT>`` open, and libxml2 nests each in the one before it: a folder of
     N bookmarks is a tree N levels deep. lxml's own tree stops, silently, at 256 levels (one
     folder of 1,000 bookmarks, written as Chromium writes them, gave 252), so the file is
-    parsed as pages are (core/extractors/html_tree.py), at any depth. A file deeper than
+    parsed as pages are (core/extractors/html_tree.py), at any depth. A file as deep as
     MAX_TREE_DEPTH levels is read by a tree that keeps no line numbers: its problems are placed
     by the link's number instead (the n-th ``<A HREF>``).
     """

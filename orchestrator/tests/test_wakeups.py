@@ -491,8 +491,8 @@ def heard_until(listener: DatabaseListener, wanted: tuple[str, str]) -> frozense
     notifications sent one after the other may take more than one read to arrive."""
     heard: set[tuple[str, str]] = set()
     deadline = time.monotonic() + LONG
-    while wanted not in heard and time.monotonic() < deadline:
-        if wait_readable(listener.fileno()):
+    while wanted not in heard and (left := deadline - time.monotonic()) > 0:
+        if select.select([listener.fileno()], [], [], left)[0]:
             heard |= listener.drain()
     return frozenset(heard)
 

@@ -247,6 +247,11 @@ class CrawlQuerySet(WorkQuerySet):
     def final(self) -> CrawlQuerySet:
         return self.filter(status=CrawlStatus.SEALED)
 
+    def lean(self) -> CrawlQuerySet:
+        """These crawls without the fields that grow with them (Crawl.LOADED_ON_DEMAND), read
+        when first used: for a crawl loaded once for each of its pages."""
+        return self.defer(*Crawl.LOADED_ON_DEMAND)
+
     def visible_to(self, user, *, with_public: bool = False) -> CrawlQuerySet:
         """The crawls ``user`` may read (visible_filter): all for staff holding
         ``crawls.view_crawl``, else the user's own, and the public ones ``with_public``."""

@@ -100,8 +100,7 @@ def _reopen_crawl(crawl_id: int) -> None:
     The crawl row stays locked until the commit, and crawl_tick locks it before it seals, so a
     crawl is never sealed with a snapshot of it queued again at the same moment.
     """
-    # Once for every snapshot re-archived: without what grows with the crawl.
-    crawl = Crawl.objects.select_for_update().defer(*Crawl.LOADED_ON_DEMAND).get(pk=crawl_id)
+    crawl = Crawl.objects.select_for_update().lean().get(pk=crawl_id)
     if crawl.status == CrawlStatus.SEALED:
         crawl.reopen()
         crawl.save()

@@ -78,11 +78,7 @@ def snapshot_start(*, snapshot: Snapshot) -> None:
 def _leave_out(snapshot: Snapshot, reason: str) -> None:
     """Leave ``snapshot`` out of its crawl, which reached a limit before it started."""
     with transaction.atomic():
-        crawl = (
-            Crawl.objects.select_for_update()
-            .defer(*Crawl.LOADED_ON_DEMAND)
-            .get(pk=snapshot.crawl_id)
-        )
+        crawl = Crawl.objects.select_for_update().lean().get(pk=snapshot.crawl_id)
         snapshot.leave_out(reason=reason)
         snapshot.save()
         if not crawl.stop_reason and crawl.status == CrawlStatus.STARTED:
@@ -152,12 +148,7 @@ def snapshot_queue_outlinks(*, snapshot: Snapshot, screened: Screened) -> int:
     were queued.
     """
     with transaction.atomic():
-        # Once for every page whose links are followed: without what grows with the crawl.
-        crawl = (
-            Crawl.objects.select_for_update()
-            .defer(*Crawl.LOADED_ON_DEMAND)
-            .get(pk=snapshot.crawl_id)
-        )
+        crawl = Crawl.objects.select_for_update().lean().get(pk=snapshot.crawl_id)
         known = crawl.snapshots.filter(url__in=screened.wanted).values_list("url", flat=True)
         existing = set(known)
         wanted = crawl_admit(crawl=crawl, screened=screened, known=existing)

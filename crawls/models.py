@@ -454,13 +454,13 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         addressable = not any(character in url for character in '"\\')
         if "seed_details" not in self.get_deferred_fields() or not addressable:
             return self.seed_details.get(url)
-        entry = KeyTransform(url, "seed_details")
-        return (
-            Crawl.objects.filter(pk=self.pk)
-            .annotate(given=entry)
-            .values_list("given", flat=True)
-            .first()
-        )
+        # Finalizing asks twice for its page (the title, then index.json): one read.
+        read = self.__dict__.setdefault("_seeds_given", {})
+        if url not in read:
+            entry = KeyTransform(url, "seed_details")
+            rows = Crawl.objects.filter(pk=self.pk).annotate(given=entry)
+            read[url] = rows.values_list("given", flat=True).first()
+        return read[url]
 
     def behaviour_summary(self) -> str:
         """Say what the rendering extractors do to this crawl's pages before capturing them,

@@ -251,6 +251,9 @@ def test_seed_given_reads_one_entry_of_the_seed_details(loaded: bool) -> None:
     assert crawl.seed_given("https://example.org/other") is None
     # Read alone: the whole object stays unloaded.
     assert ("seed_details" in crawl.get_deferred_fields()) is not loaded
+    with CaptureQueriesContext(connection) as again:  # finalizing asks twice: read once
+        assert crawl.seed_given(URL_IN_QUOTES) == {"title": "Quoted", "tags": ["a"]}
+    assert again.captured_queries == []
 
 
 def test_seed_given_reads_a_key_no_json_path_can_name_the_long_way() -> None:

@@ -42,7 +42,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from functools import cache, cached_property
 
 from django.core.exceptions import ValidationError
 from django.core.signals import setting_changed
@@ -334,13 +334,19 @@ def with_related(queryset: models.QuerySet, related: tuple[str, ...]) -> models.
     only on demand (its ``LOADED_ON_DEMAND``, such as a crawl's seed list and what its input
     said of each seed: their size grows with the crawl, and every claim of its snapshots and
     results joins the crawl in). Django reads such a field when it is first used."""
-    deferred = [
-        f"{path}__{name}"
-        for path in _paths(related)
-        for name in getattr(_model_at(queryset.model, path), "LOADED_ON_DEMAND", ())
-    ]
+    deferred = _on_demand(queryset.model, related)
     queryset = queryset.select_related(*related)
     return queryset.defer(*deferred) if deferred else queryset
+
+
+@cache  # on every claim of a companion: the model's fields are walked once per process
+def _on_demand(model: type[models.Model], related: tuple[str, ...]) -> tuple[str, ...]:
+    """The fields ``with_related`` leaves out, as ``defer()`` names them."""
+    return tuple(
+        f"{path}__{name}"
+        for path in _paths(related)
+        for name in getattr(_model_at(model, path), "LOADED_ON_DEMAND", ())
+    )
 
 
 def _paths(related: tuple[str, ...]) -> dict[str, None]:

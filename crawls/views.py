@@ -22,7 +22,7 @@ from core.web.permissions import model_perm, permission_problem, staff_permissio
 from core.web.timeline import unknown_url
 from crawls.choices import CrawlStatus
 from crawls.forms import AddForm
-from crawls.models import ADD_PERMISSION, Crawl
+from crawls.models import ADD_PERMISSION, Crawl, CrawlQuerySet
 from crawls.seeds import InputError, InvalidURL
 
 SHOWN_SNAPSHOTS = 200  # on the progress page; the admin lists them all
@@ -129,18 +129,22 @@ def _saved_url(request: HttpRequest, url: str) -> str:
 def crawl_page(request: HttpRequest, crawl_id: int) -> HttpResponse:
     """A crawl's page: what was read from the input, and its live progress (404 for a crawl
     the user may not read)."""
-    return render(request, "vellum/crawl.html", _progress_context(request, crawl_id))
+    # The page names the crawl's seed when it has one, and needs no seed's details.
+    crawls = Crawl.objects.defer("seed_details")
+    return render(request, "vellum/crawl.html", _progress_context(request, crawl_id, crawls))
 
 
 @require_safe
 @staff_permission_required(model_perm(Crawl, "view"), own=True)
 def crawl_progress(request: HttpRequest, crawl_id: int) -> HttpResponse:
-    """The progress fragment alone, for htmx to swap in."""
-    return render(request, "vellum/_progress.html", _progress_context(request, crawl_id))
+    """The progress fragment alone, for htmx to swap in (every 2 s while the crawl runs:
+    without the fields that grow with the crawl, which it does not show)."""
+    crawls = Crawl.objects.lean()
+    return render(request, "vellum/_progress.html", _progress_context(request, crawl_id, crawls))
 
 
-def _progress_context(request: HttpRequest, crawl_id: int) -> dict:
-    crawl = Crawl.objects.visible_to(request.user).filter(pk=crawl_id).first()
+def _progress_context(request: HttpRequest, crawl_id: int, crawls: CrawlQuerySet) -> dict:
+    crawl = crawls.visible_to(request.user).filter(pk=crawl_id).first()
     if crawl is None:
         raise Http404("no such crawl")
     lean = ArchiveResult.objects.only("snapshot_id", "extractor", "status").order_by("pk")

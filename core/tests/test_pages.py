@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from model_bakery import baker
 
 from core.choices import SnapshotStatus
@@ -199,6 +200,20 @@ def test_a_snapshot_page_shows_its_outputs_and_proofs(staff_client: Client) -> N
     assert f"/archive/{snapshot.pk}/manifest-sha256.txt" in page
     assert f"/archive/{snapshot.pk}/snapshot.wacz" in page
     assert "attempts exhausted (3): HTTP 503" in page  # favicon's failure, with its reason
+
+
+def test_a_snapshot_page_does_not_read_its_crawls_seeds(staff_client: Client) -> None:
+    """A crawl's seed list and what its input said of each seed grow with the crawl (a
+    bookmarks export of 100,000 links): a view of one of its pages reads neither."""
+    snapshot = finished_snapshot()
+    snapshot_check_results(snapshot=snapshot)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = staff_client.get(f"/snapshot/{snapshot.pk}/?view=files")
+
+    assert response.status_code == 200
+    assert f"/crawl/{snapshot.crawl_id}/" in response.content.decode()  # its crawl, linked
+    assert not [query["sql"] for query in queries.captured_queries if "seed" in query["sql"]]
 
 
 def test_the_snapshot_page_says_whether_its_proofs_hold(staff_client: Client) -> None:

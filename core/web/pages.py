@@ -66,11 +66,9 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
     (plain text, naming the views it has) for a view it has not.
     """
     try:
-        snapshot = (
-            readable_snapshots(request)
-            .select_related("crawl", "unchanged_since")
-            .get(pk=snapshot_id)
-        )
+        # The page names its crawl by id only: the crawl is not joined in (its seed list
+        # grows with it, and a view of one page would read all of it).
+        snapshot = readable_snapshots(request).select_related("unchanged_since").get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
         raise Http404("no such snapshot") from None
     results = list(snapshot.results.order_by("pk"))

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from model_bakery import baker
 
 from core.choices import ResultStatus, SnapshotStatus
@@ -146,6 +148,25 @@ def test_the_progress_page_polls_while_the_crawl_runs(signed_in, django_assert_m
     assert "snapshots: started 3" in fragment
     assert "results: queued 3, succeeded 3" in fragment
     assert fragment.count('class="mark succeeded"') == 3
+
+
+def test_polling_the_progress_never_reads_the_seeds(signed_in: Client) -> None:
+    """Polled every 2 s, the fragment reads neither what grows with the crawl (its seed list,
+    what the input said of each seed) nor, on the page, what the input said."""
+    crawl = started_crawl()
+    Crawl.objects.filter(pk=crawl.pk).update(
+        seed_details={"https://a.example/": {"title": "Given", "tags": []}}
+    )
+
+    with CaptureQueriesContext(connection) as polled:
+        fragment = signed_in.get(f"/crawl/{crawl.pk}/progress/").content.decode()
+    with CaptureQueriesContext(connection) as shown:
+        page = signed_in.get(f"/crawl/{crawl.pk}/").content.decode()
+
+    assert "snapshots: started 3" in fragment
+    assert "Saving <code>https://a.example/</code>" in page  # its one seed, from the seed list
+    assert not [query["sql"] for query in polled.captured_queries if "seed" in query["sql"]]
+    assert not [q["sql"] for q in shown.captured_queries if "seed_details" in q["sql"]]
 
 
 def test_a_sealed_crawls_progress_stops_polling(signed_in: Client) -> None:

@@ -55,6 +55,7 @@ from core.services.dedup import (
 from core.services.fixity import local_problems
 from core.services.search import snapshot_page_text
 from crawls.models import Crawl
+from orchestrator.prepared import with_related
 
 SOURCE_ORGANIZATION = "Vellum"
 BAG_CHECKSUMS = ["sha256", "sha512"]
@@ -166,7 +167,7 @@ def select_snapshots(*, crawl_id: int | None = None, snapshot_id: str | None = N
         pk = uuid.UUID(str(snapshot_id))
     except ValueError:
         raise ExportError(f"{snapshot_id!r} is not a snapshot id (a UUID)") from None
-    snapshot = Snapshot.objects.select_related("crawl").filter(pk=pk).first()
+    snapshot = with_related(Snapshot.objects.filter(pk=pk), ("crawl",)).first()
     if snapshot is None:
         raise ExportError(f"no snapshot {snapshot_id}")
     return Selection(identifier=f"snapshot-{snapshot.pk}", snapshots=[snapshot])

@@ -21,6 +21,7 @@ from core.models import Snapshot
 from core.services.captures import url_spellings
 from core.services.crawls import CrawlOptions, crawl_create
 from crawls.models import Crawl, SaveDefaults
+from orchestrator.prepared import with_related
 
 SOURCE_NAME = "save"
 
@@ -73,7 +74,8 @@ def _defaults_of(user) -> dict:
 def _earlier_save(url: str, user, since) -> Saved | None:
     failed = SnapshotStatus.FAILED
     crawl = (
-        Crawl.objects.visible_to(user)
+        Crawl.objects.lean()
+        .visible_to(user)
         .filter(seeds=url, created_at__gte=since)
         .exclude(snapshots__url=url, snapshots__status=failed)
         .order_by("-created_at", "-pk")
@@ -81,10 +83,10 @@ def _earlier_save(url: str, user, since) -> Saved | None:
     )
     if crawl is not None:
         return Saved(crawl=crawl, repeat=True)
+    # Its crawl may be a large import: joined in without the fields that grow with it.
+    captured = Snapshot.objects.visible_to(user).filter(url=url, created_at__gte=since)
     snapshot = (
-        Snapshot.objects.visible_to(user)
-        .select_related("crawl")
-        .filter(url=url, created_at__gte=since)
+        with_related(captured, ("crawl",))
         .exclude(status=failed)
         .order_by("-created_at", "-pk")
         .first()

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
 
@@ -114,10 +116,14 @@ def test_a_repeat_of_a_page_captured_in_a_larger_crawl_opens_that_capture(
     crawl = baker.make(Crawl, seeds=f"https://example.com/\n{PAGE}", created_by=user)
     snapshot = baker.make(Snapshot, crawl=crawl, url=PAGE, status=SnapshotStatus.SEALED)
 
-    response = signed_in.get(f"/save/{PAGE}")
+    with CaptureQueriesContext(connection) as queries:
+        response = signed_in.get(f"/save/{PAGE}")
 
     assert response["Location"] == f"/snapshot/{snapshot.pk}/"
     assert Crawl.objects.count() == 1
+    # The larger crawl's seed list and seed details (they grow with it) are not read.
+    selects = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT")]
+    assert not [sql for sql in selects if '"crawls_crawl"."seed' in sql.split(" FROM ")[0]]
 
 
 def test_another_users_save_is_never_the_one_landed_on(signed_in: Client) -> None:

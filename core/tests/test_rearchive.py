@@ -266,7 +266,8 @@ def test_retry_command_by_id_and_crawl(live_site: LiveSite) -> None:
     failing = snapshot_with_a_failure(live_site)
     out = StringIO()
 
-    call_command("retry", "--crawl", str(failing.crawl_id + 1), stdout=out)
+    other = baker.make(Crawl, status=CrawlStatus.SEALED, seeds="http://a.example/", retry_at=None)
+    call_command("retry", "--crawl", str(other.pk), stdout=out)
     assert out.getvalue().startswith("Nothing to retry")
     call_command("retry", str(failing.pk), stdout=out)
 
@@ -345,6 +346,20 @@ def test_a_retried_result_keeps_the_earlier_runs_logs(live_site: LiveSite, setti
     logs = snapshot.output_dir / "logs"
     assert (logs / "title.1.log").read_text() == first_log
     assert (logs / "title.1.run2.log").is_file()
+
+
+@pytest.mark.parametrize("command", ["retry", "rearchive"])
+def test_a_crawl_or_snapshot_that_does_not_exist_is_an_error_not_nothing_to_do(
+    command: str,
+) -> None:
+    """A mistyped id in a script must not pass as "nothing matched" (exit status 0)."""
+    crawl = baker.make(Crawl, status=CrawlStatus.SEALED, seeds="http://a.example/", retry_at=None)
+    unknown = "00000000-0000-0000-0000-000000000000"
+
+    with pytest.raises(CommandError, match=f"^no crawl {crawl.pk + 1}$"):
+        call_command(command, "--crawl", str(crawl.pk + 1), stdout=StringIO())
+    with pytest.raises(CommandError, match=f"^no snapshot {unknown}$"):
+        call_command(command, unknown, stdout=StringIO())
 
 
 def test_rearchive_command_needs_a_selection() -> None:

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from core.management.database import require_migrated_database
-from core.management.selection import parse_snapshot_ids
+from core.management.selection import known_snapshot_ids, require_crawl
 from core.models import Snapshot
 from core.services.rearchive import snapshot_rearchive
 from orchestrator.prepared import with_related
@@ -34,8 +34,9 @@ class Command(BaseCommand):
             raise CommandError("Say which snapshots: their ids, --crawl ID or --flagged.")
         candidates = Snapshot.objects.all()
         if snapshots:
-            candidates = candidates.filter(pk__in=parse_snapshot_ids(snapshots))
+            candidates = candidates.filter(pk__in=known_snapshot_ids(snapshots))
         if crawl is not None:
+            require_crawl(crawl)
             candidates = candidates.filter(crawl_id=crawl)
         if flagged:
             candidates = candidates.flagged()

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.choices import ResultStatus
 from core.extractors.registry import BY_NAME
 from core.management.database import require_migrated_database
-from core.management.selection import parse_snapshot_ids
+from core.management.selection import known_snapshot_ids, require_crawl
 from core.models import Snapshot
 from core.services.rearchive import snapshot_retry_failed
 from orchestrator.prepared import with_related
@@ -39,8 +39,9 @@ class Command(BaseCommand):
                 results__extractor=extractor, results__status=ResultStatus.FAILED
             )
         if snapshots:
-            candidates = candidates.filter(pk__in=parse_snapshot_ids(snapshots))
+            candidates = candidates.filter(pk__in=known_snapshot_ids(snapshots))
         if crawl is not None:
+            require_crawl(crawl)
             candidates = candidates.filter(crawl_id=crawl)
         retried = results = 0
         for snapshot in with_related(candidates, ("crawl",)):

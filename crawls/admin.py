@@ -36,7 +36,7 @@ from core.services.removal import crawl_remove
 from core.services.schedules import schedule_run_now
 from crawls.choices import CrawlScope
 from crawls.estimate import describe as describe_estimate
-from crawls.inputs import FORMATS, read_input
+from crawls.inputs import FORMATS, left_out_headline, read_input
 from crawls.models import (
     POLITENESS_FIELDS,
     Crawl,
@@ -206,8 +206,8 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
         if not report:
             return "—"
         lines = [f"{report['accepted']} URL(s) read as {report['format']}"]
-        if report["rejected"]:
-            lines.append(f"{report['rejected']} left out:")
+        if headline := left_out_headline(report):
+            lines.append(f"{headline}:")
             lines += [f"  {problem}" for problem in report["problems"]]
         return format_html("<pre>{}</pre>", "\n".join(lines))
 

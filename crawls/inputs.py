@@ -61,18 +61,42 @@ class SeedEntry:
 class ParsedInput:
     """What an input held: its format, the valid entries in order, and what was left out.
 
-    ``problems`` names the first MAX_LISTED_PROBLEMS bad entries; ``rejected`` counts them all.
+    ``problems`` names the first MAX_LISTED_PROBLEMS things left out: whole entries, which
+    ``rejected`` counts, and tags of entries that were kept, which ``tags_left_out`` counts.
     """
 
     format: str
     entries: list[SeedEntry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     rejected: int = 0
+    tags_left_out: int = 0
 
     def problem_summary(self) -> str:
         """The listed problems in one line, with a count of the ones not listed."""
-        more = self.rejected - len(self.problems)
+        more = self.rejected + self.tags_left_out - len(self.problems)
         return "; ".join(self.problems) + (f" (and {more} more)" if more > 0 else "")
+
+    def report(self) -> dict:
+        """What a crawl keeps of the reading (``Crawl.input_report``; ``left_out_headline``
+        says it in words)."""
+        return {
+            "format": self.format,
+            "accepted": len(self.entries),
+            "rejected": self.rejected,
+            "tags_left_out": self.tags_left_out,
+            "problems": self.problems,
+        }
+
+
+def left_out_headline(report: dict) -> str:
+    """What an input report (``ParsedInput.report``) left out, in words: "2 entries left out",
+    "1 entry left out, 3 tags left out"; "" when nothing was. A report saved before tags were
+    counted apart has no ``tags_left_out``."""
+    entries, tags = report.get("rejected", 0), report.get("tags_left_out", 0)
+    parts = [f"{entries} {'entry' if entries == 1 else 'entries'} left out"] if entries else []
+    if tags:
+        parts.append(f"{tags} {'tag' if tags == 1 else 'tags'} left out")
+    return ", ".join(parts)
 
 
 def read_input(
@@ -156,8 +180,12 @@ class _Collector:
         self.by_url[url] = len(self.parsed.entries)
         self.parsed.entries.append(SeedEntry(url, title, clean_tags))
 
-    def problem(self, where: str, message: str) -> None:
-        self.parsed.rejected += 1
+    def problem(self, where: str, message: str, *, entry_kept: bool = False) -> None:
+        """Record what was left out at ``where``: the entry, or (``entry_kept``) a tag of it."""
+        if entry_kept:
+            self.parsed.tags_left_out += 1
+        else:
+            self.parsed.rejected += 1
         if len(self.parsed.problems) < MAX_LISTED_PROBLEMS:
             place = f"{self.source} {where}" if where else self.source
             self.parsed.problems.append(f"{place}: {message}")
@@ -168,7 +196,8 @@ class _Collector:
             if not name:
                 continue
             if not is_valid_tag(name):
-                self.problem(where, f"tag {name[:40]!r} left out (printable, at most 100 chars)")
+                message = f"tag {name[:40]!r} left out (printable, at most 100 chars)"
+                self.problem(where, message, entry_kept=True)
                 continue
             yield name
 
@@ -266,7 +295,8 @@ def _read_json(text: str, collector: _Collector) -> None:
             if isinstance(tags, str):
                 tags = tags.split(",")
             if not isinstance(tags, list):
-                collector.problem(where, "tags must be a list or a comma-separated string")
+                message = "tags left out: they must be a list or a comma-separated string"
+                collector.problem(where, message, entry_kept=True)
                 tags = []
             title = item.get("title")
             collector.add(item["url"], where, title=title if isinstance(title, str) else "",

@@ -17,6 +17,7 @@ from core.extractors.behaviours import BehaviourOptions
 from core.extractors.credentials import Credentials
 from crawls import persona_store
 from crawls.choices import CrawlScope, CrawlStatus, SkipReason
+from crawls.inputs import left_out_headline
 from crawls.profiles import PlannedStep, default_steps, plan_steps
 from orchestrator.models import WorkItem, WorkQuerySet
 from orchestrator.wakeups import notify_final
@@ -440,6 +441,11 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         (read when a snapshot starts, so an edited profile applies to snapshots not yet started).
         """
         return self.profile.planned_steps() if self.profile else default_steps()
+
+    @property
+    def input_left_out(self) -> str:
+        """What the reading of its input left out, in words ("" when nothing was)."""
+        return left_out_headline(self.input_report or {})
 
     def seed_list(self) -> list[str]:
         """Return the seed URLs in the order they were given."""

@@ -123,12 +123,7 @@ def crawl_create(
         crawl = Crawl.objects.create(
             seeds="\n".join(entry.url for entry in parsed.entries),
             seed_details=_seed_details(parsed),
-            input_report={
-                "format": parsed.format,
-                "accepted": len(parsed.entries),
-                "rejected": parsed.rejected,
-                "problems": parsed.problems,
-            },
+            input_report=parsed.report(),
             depth=options.depth,
             any_host=options.any_host,
             priority=options.priority,

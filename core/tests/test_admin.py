@@ -192,7 +192,7 @@ def test_crawl_change_page_shows_how_the_input_was_read(
     html = page(admin_client, reverse("admin:crawls_crawl_change", args=[archive.crawl.pk]))
 
     assert "2 URL(s) read as bookmarks" in html
-    assert "1 left out:" in html
+    assert "1 entry left out:" in html
     assert "bookmarks.html line 9: &#x27;place:x&#x27; is not a valid URL" in html
 
 

@@ -411,6 +411,30 @@ def test_add_reads_a_feed_queues_its_entries_and_names_the_one_left_out() -> Non
 
 
 @pytest.mark.django_db(transaction=True)
+def test_add_counts_a_tag_left_out_apart_from_the_entries_left_out() -> None:
+    """A bookmark kept without one of its tags is no entry left out (it was counted as one)."""
+    long_tag = "x" * 150
+    bookmarks = (
+        "<!DOCTYPE NETSCAPE-Bookmark-file-1>\n<DL><p>\n"
+        f'<DT><A HREF="https://a.example/sea" TAGS="{long_tag},ok">Sea page</A>\n'
+        '<DT><A HREF="place:sort=8">Recent</A>\n'
+        "</DL><p>\n"
+    ).encode()
+
+    done = manage("add", "-", stdin=bookmarks)
+
+    assert done.returncode == 0, done.stderr
+    crawl = Crawl.objects.get()
+    assert crawl.seed_details == {"https://a.example/sea": {"title": "Sea page", "tags": ["ok"]}}
+    assert lines(done.stderr) == [
+        "1 entry left out, 1 tag left out:",
+        f"  stdin line 3: tag '{long_tag[:40]}' left out (printable, at most 100 chars)",
+        "  stdin line 4: 'place:sort=8': only http and https URLs can be archived, not place:",
+    ]
+    assert crawl.input_left_out == "1 entry left out, 1 tag left out"
+
+
+@pytest.mark.django_db(transaction=True)
 def test_add_parser_option_overrides_detection() -> None:
     done = manage("add", "--parser", "json", "-", stdin=b"https://a.example/\n")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crawls.inputs import SeedEntry, detect_format, read_input
+from crawls.inputs import SeedEntry, detect_format, left_out_headline, read_input
 from crawls.seeds import InputError
 
 CHROMIUM_BOOKMARKS = Path("/usr/share/chromium/initial_bookmarks.html")
@@ -339,6 +339,29 @@ def test_an_invalid_tag_is_named_and_the_entry_kept() -> None:
 
     assert parsed.entries == [SeedEntry("https://a.example/", "", ("ok",))]
     assert parsed.problems[0].startswith("input entry 1: tag 'xxxx")
+    # The entry was kept: a tag was left out, not the entry.
+    assert (parsed.rejected, parsed.tags_left_out) == (0, 1)
+    assert left_out_headline(parsed.report()) == "1 tag left out"
+
+
+def test_what_was_left_out_counts_entries_apart_from_the_tags_of_kept_ones() -> None:
+    parsed = read(
+        '[{"url": "https://a.example/", "tags": 5}, "ftp://b.example/",'
+        ' {"url": "https://c.example/", "tags": ["' + "y" * 101 + '", "' + "z" * 101 + '"]}]'
+    )
+
+    assert [entry.url for entry in parsed.entries] == ["https://a.example/", "https://c.example/"]
+    assert parsed.problems == [
+        "input entry 1: tags left out: they must be a list or a comma-separated string",
+        "input entry 2: 'ftp://b.example/': only http and https URLs can be archived, not ftp:",
+        "input entry 3: tag 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy' left out (printable, at "
+        "most 100 chars)",
+        "input entry 3: tag 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz' left out (printable, at "
+        "most 100 chars)",
+    ]
+    assert left_out_headline(parsed.report()) == "1 entry left out, 3 tags left out"
+    assert left_out_headline({"rejected": 2}) == "2 entries left out"  # saved before tags counted
+    assert left_out_headline({"rejected": 0, "tags_left_out": 0}) == ""
 
 
 # --- text ---------------------------------------------------------------------------------------

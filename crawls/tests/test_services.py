@@ -147,6 +147,7 @@ def test_create_queues_the_valid_entries_of_a_partly_broken_file_and_counts_the_
         "format": "text",
         "accepted": 2,
         "rejected": 1,
+        "tags_left_out": 0,
         "problems": [
             "urls.txt line 2: 'javascript:alert(1)': only http and https URLs can be archived, "
             "not javascript:"

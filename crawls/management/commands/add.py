@@ -20,6 +20,7 @@ from core.services.crawls import crawl_create
 from crawls.choices import CrawlStatus
 from crawls.estimate import ESTIMATING, crawl_estimate
 from crawls.estimate import describe as describe_estimate
+from crawls.inputs import left_out_headline
 from crawls.management.crawl_input import (
     add_crawl_arguments,
     add_politeness_arguments,
@@ -117,10 +118,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Crawl {crawl.pk} queued: {report['accepted']} URL(s){kind}, depth {depth}."
         )
-        if report["rejected"]:
-            more = report["rejected"] - len(report["problems"])
-            rejected = report["rejected"]
-            self.stderr.write(f"{rejected} {'entry' if rejected == 1 else 'entries'} left out:")
+        if headline := left_out_headline(report):
+            more = report["rejected"] + report["tags_left_out"] - len(report["problems"])
+            self.stderr.write(f"{headline}:")
             for problem in report["problems"]:
                 self.stderr.write(f"  {problem}")
             if more:

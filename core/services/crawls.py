@@ -17,6 +17,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
 from core.choices import ResultStatus, SnapshotStatus
+from core.extractors.outlinks import OutlinksExtractor
 from core.folder.manifest import atomic_write
 from core.models import ArchiveResult, Snapshot, Tag
 from core.services.scope import crawl_admit, crawl_bytes, crawl_screen
@@ -24,12 +25,15 @@ from crawls.choices import CrawlScope, CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
 from crawls.models import POLITENESS_FIELDS, Crawl, Persona, Profile
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
+from crawls.profiles import default_steps
 from crawls.scope import PatternError, parse_patterns
 from crawls.seeds import InputError, InvalidURL
 from crawls.signals import notification_due
 from orchestrator.retries import next_poll
 
 logger = logging.getLogger(__name__)
+
+OUTLINKS = OutlinksExtractor.name  # the extractor whose links a crawl with depth follows
 
 MAX_DEPTH = 10
 PRIORITY_RANGE = (-32768, 32767)  # a SmallIntegerField on every database Django supports
@@ -177,8 +181,9 @@ def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
     a depth outside 0..MAX_DEPTH, a priority outside a small integer's range, an invalid tag,
     more than settings.MAX_TAGS_PER_REQUEST distinct tags, an invalid webhook URL or email
     address, a profile that names no stored Profile (none: the default profile, if one is
-    marked), behaviour seconds that are not a number from 0 to MAX_BEHAVIOUR_SECONDS, or a
-    scroll page limit that is not a whole number from 0 to MAX_SCROLL_PAGES."""
+    marked), a depth above 0 with steps that do not run the outlinks extractor, behaviour
+    seconds that are not a number from 0 to MAX_BEHAVIOUR_SECONDS, or a scroll page limit that
+    is not a whole number from 0 to MAX_SCROLL_PAGES."""
     if not 0 <= options.depth <= MAX_DEPTH:
         raise InputError(f"depth must be between 0 and {MAX_DEPTH}, not {options.depth}")
     if not PRIORITY_RANGE[0] <= options.priority <= PRIORITY_RANGE[1]:
@@ -188,11 +193,13 @@ def check_crawl_options(options: CrawlOptions) -> CheckedOptions:
     seconds = _clean_behaviour_seconds(options.behaviour_seconds)
     pages = _clean_scroll_page_limit(options.scroll_page_limit)
     webhook, email = _clean_notify(options.notify_webhook, options.notify_email)
+    profile = _find_profile(options.profile)
+    _check_links_are_found(options.depth, profile)
     return CheckedOptions(
         _clean_tags(options.tags),
         webhook,
         email,
-        _find_profile(options.profile),
+        profile,
         seconds,
         pages,
         _find_persona(options.persona),
@@ -288,6 +295,27 @@ def _find_profile(name: str) -> Profile | None:
     except Profile.DoesNotExist:
         stored = ", ".join(Profile.objects.values_list("name", flat=True)) or "none stored"
         raise InputError(f"unknown profile {name!r} (profiles: {stored})") from None
+
+
+def _check_links_are_found(depth: int, profile: Profile | None) -> None:
+    """Raise InputError for a depth above 0 with steps (``profile``'s, else the built-in
+    default's: EXTRACTORS) that do not run the outlinks extractor: the links a crawl follows
+    are the ones it finds, so such a crawl would archive its seeds alone, and say nothing.
+    A profile whose steps no longer pass its rules is left to the snapshots, which hold the
+    crawl naming the problem."""
+    if depth == 0:
+        return
+    try:
+        steps = profile.planned_steps() if profile else default_steps()
+    except ValidationError:
+        return
+    if any(step.extractor == OUTLINKS for step in steps):
+        return
+    runs = f"profile {profile.name!r} does" if profile else "the default steps (EXTRACTORS) do"
+    raise InputError(
+        f"depth {depth} follows the links that the {OUTLINKS} extractor finds, and {runs} "
+        f"not run it: add {OUTLINKS} to the steps, or archive at depth 0"
+    )
 
 
 def _find_persona(name: str) -> Persona | None:

@@ -34,6 +34,7 @@ from model_bakery import baker
 from archive.testing import shared_database_url
 from core.choices import CopyStatus, FixityOutcome, ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, FixityCheck, Snapshot, StorageCopy, Tag
+from core.services.profiles import profile_save
 from crawls.choices import CrawlStatus
 from crawls.management import crawl_input
 from crawls.models import Crawl
@@ -218,6 +219,29 @@ def test_add_rejects_bad_input_in_process(build, message: str, tmp_path: Path) -
     assert Crawl.objects.count() == 0
     assert Tag.objects.count() == 0
     assert source_files() == sources_before
+
+
+@pytest.mark.django_db
+def test_add_refuses_a_depth_whose_steps_find_no_links(settings) -> None:
+    """Links are followed from what the outlinks extractor finds: a crawl with depth whose steps
+    do not run it would archive its seeds alone, and say nothing."""
+    settings.EXTRACTORS = ["headers", "wget", "title"]
+    profile_save(name="quick", steps=["title"])
+
+    with pytest.raises(CommandError, match="the default steps \\(EXTRACTORS\\) do not run it"):
+        call_command("add", "--depth", "1", SEED, stdout=io.StringIO())
+    with pytest.raises(CommandError) as raised:
+        call_command("add", "--depth", "2", "--profile", "quick", SEED, stdout=io.StringIO())
+
+    assert str(raised.value) == (
+        "depth 2 follows the links that the outlinks extractor finds, and profile 'quick' does "
+        "not run it: add outlinks to the steps, or archive at depth 0"
+    )
+    assert Crawl.objects.count() == 0
+    call_command("add", "--profile", "quick", SEED, stdout=io.StringIO())  # depth 0: no links
+    profile_save(name="deep", steps=["wget", "outlinks"])
+    call_command("add", "--depth", "1", "--profile", "deep", SEED, stdout=io.StringIO())
+    assert list(Crawl.objects.values_list("depth", flat=True).order_by("pk")) == [0, 1]
 
 
 # What the person sees is checked for the cases named in the issues. Each runs concurrently (the

@@ -71,7 +71,7 @@ def test_an_invalid_cron_expression_is_refused_with_an_example(expression: str) 
 
 def test_a_new_schedule_first_runs_at_the_next_cron_time() -> None:
     before = timezone.now()
-    profile_save(name="quick", steps=["title"])
+    profile_save(name="quick", steps=["title", "outlinks"])
 
     schedule = hourly(depth=1, tags=["news, daily"], priority=5, profile="quick")
 
@@ -112,7 +112,7 @@ def test_nothing_runs_before_the_next_run_time() -> None:
 
 
 def test_a_due_schedule_queues_a_crawl_of_its_seeds_with_its_options() -> None:
-    profile_save(name="quick", steps=["title"])
+    profile_save(name="quick", steps=["title", "outlinks"])
     schedule = make_due(hourly(depth=1, tags=["news"], profile="quick"), timedelta(minutes=1))
     now = timezone.now()
 

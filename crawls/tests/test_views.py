@@ -57,7 +57,7 @@ def test_visitors_are_sent_to_sign_in() -> None:
 
 
 def test_pasted_urls_become_a_crawl_with_its_options(signed_in: Client, user) -> None:
-    profile_save(name="quick", steps=["title"])
+    profile_save(name="quick", steps=["title", "outlinks"])
 
     response = signed_in.post(
         "/add/",

@@ -200,6 +200,7 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 LOGIN_URL = "core:login"  # staff or not; the admin keeps its own (staff only)
+LOGIN_REDIRECT_URL = "core:index"  # after signing in on the sign-in page itself (no ?next=)
 
 # --- preservation: finalizing, storage targets, fixity audits (DESIGN.md §2, §5) ------------------
 # Package each snapshot's WARCs (with its page list and screenshot) as WACZ while finalizing.

@@ -246,6 +246,19 @@ def test_a_user_signs_in_and_out_on_vellums_own_pages(user) -> None:
     assert client.get("/add/")["Location"].startswith("/login/")
 
 
+def test_signing_in_on_the_sign_in_page_itself_opens_the_archive(user) -> None:
+    """The header's "Sign in" and signing out lead to /login/ with no ``next``: signing in
+    there opens the archive's index (Django's default, /accounts/profile/, is no page here)."""
+    user.set_password("a long enough passphrase")
+    user.save()
+    client = Client()
+
+    signed = client.post("/login/", {"username": "ada", "password": "a long enough passphrase"})
+
+    assert signed.status_code == 302 and signed["Location"] == "/"
+    assert client.get(signed["Location"]).status_code == 200  # a contributor reads its own
+
+
 def test_a_save_runs_with_the_users_own_profile_and_persona(user, signed_in: Client) -> None:
     profile = Profile.objects.create(name="quick", steps=["headers", "title"])
     persona = persona_save(name="reader", cookies=COOKIES)

@@ -150,4 +150,4 @@ class AddForm(forms.Form):
         upload = self.cleaned_data.get("file")
         if upload is not None:
             return upload.read(), upload.name
-        return self.cleaned_data["urls"].encode(), "add page"
+        return self.cleaned_data["urls"].encode(), "pasted text"

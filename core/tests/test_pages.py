@@ -172,7 +172,7 @@ def test_searching_from_the_index(staff_client: Client) -> None:
     response = staff_client.get("/?q=parchment")
 
     assert [row["snapshot"].title for row in response.context["rows"]] == ["Vellum and parchment"]
-    assert "1 snapshot match “parchment”" in response.content.decode()
+    assert "1 snapshot matches “parchment”" in response.content.decode()
 
 
 def test_past_the_search_limit_the_page_says_it_shows_the_best(

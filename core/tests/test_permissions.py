@@ -403,3 +403,29 @@ def test_a_refused_page_says_which_permission_is_missing() -> None:
 
     assert response.status_code == 403
     assert "permission crawls.add_crawl is needed" in response.content.decode()
+
+
+def test_a_user_who_is_not_staff_is_told_what_would_let_them_in() -> None:
+    """Not staff, no permission: the refusal names both ways in (staff, or crawls.add_crawl
+    to add and read back one's own), and the header offers no Add it would refuse."""
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("visitor"))
+    adder = Client()
+    adder.force_login(get_user_model().objects.create_user("adder"))
+    get_user_model().objects.get(username="adder").user_permissions.set(
+        permissions("crawls.add_crawl")
+    )
+
+    refused = client.get(reverse("core:index"))
+    allowed = adder.get(reverse("core:index"))
+
+    assert refused.status_code == 403
+    page = refused.content.decode()
+    assert "needs a staff account" in page and "the permission crawls.add_crawl" in page
+    assert "only staff users may use this" not in page
+    assert f'href="{reverse("crawls:add")}"' not in page
+    assert allowed.status_code == 200
+    assert f'href="{reverse("crawls:add")}"' in allowed.content.decode()
+    # Its empty index says it holds nothing of theirs, and where to add (not a command line).
+    assert "Nothing of yours archived yet" in allowed.content.decode()
+    assert "manage.py add" not in allowed.content.decode()

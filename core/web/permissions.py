@@ -44,6 +44,11 @@ def permission_problem(user, perm: str | None, *, own: bool = False) -> str | No
         return "not signed in"
     if own and user.has_perm(ADD_PERMISSION):
         return None
+    if not user.is_staff and own:
+        return (
+            f"this account may neither read the archive (that needs a staff account) nor add "
+            f"to it and read back its own captures (that needs the permission {ADD_PERMISSION})"
+        )
     if not user.is_staff:
         return "only staff users may use this (an administrator can mark the account as staff)"
     if perm is not None and not user.has_perm(perm):

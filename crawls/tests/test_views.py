@@ -90,7 +90,7 @@ def test_a_partly_bad_paste_names_what_was_left_out(signed_in: Client) -> None:
 
     page = response.content.decode()
     assert "1 entry left out" in page
-    assert "only http and https URLs can be archived" in page
+    assert "pasted text line 2: &#x27;ftp://no.example/&#x27;: only http and https URLs" in page
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -132,6 +132,14 @@ class FixityCheckQuerySet(models.QuerySet):
         """Checks that read their copy (an unreachable storage says nothing about the copy)."""
         return self.exclude(outcome=FixityOutcome.UNREACHABLE)
 
+    def since_seal(self) -> FixityCheckQuerySet:
+        """Checks made since their snapshot was last sealed: a re-archive or a re-seal signs a
+        new manifest, and what a check found of the one before says nothing of it. Of a
+        snapshot without a seal time (being archived again now) every check is kept."""
+        return self.filter(
+            Q(snapshot__end_ts__isnull=True) | Q(checked_at__gte=F("snapshot__end_ts"))
+        )
+
     def latest_per_location(self) -> FixityCheckQuerySet:
         """Checks that no later conclusive check of the same snapshot and location replaced."""
         later = FixityCheck.objects.conclusive().filter(
@@ -142,8 +150,9 @@ class FixityCheckQuerySet(models.QuerySet):
         return self.exclude(Exists(later))
 
     def flagged(self) -> FixityCheckQuerySet:
-        """The latest conclusive checks that found a problem (what is damaged now)."""
-        return self.latest_per_location().filter(outcome=FixityOutcome.FLAGGED)
+        """The latest conclusive checks since the seal that found a problem (what is damaged
+        now)."""
+        return self.since_seal().latest_per_location().filter(outcome=FixityOutcome.FLAGGED)
 
 
 class FixityCheck(models.Model):

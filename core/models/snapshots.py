@@ -129,15 +129,18 @@ class SnapshotQuerySet(WorkQuerySet):
         return self.filter(Exists(damaged))
 
     def unchecked(self) -> SnapshotQuerySet:
-        """Sealed snapshots that no fixity check has read conclusively, at any location."""
-        conclusive = FixityCheck.objects.conclusive().filter(snapshot=OuterRef("pk"))
+        """Sealed snapshots that no fixity check has read conclusively since they were sealed,
+        at any location."""
+        conclusive = FixityCheck.objects.conclusive().since_seal().filter(snapshot=OuterRef("pk"))
         return self.filter(status=SnapshotStatus.SEALED).exclude(Exists(conclusive))
 
     def audit_due(self, checked_before) -> SnapshotQuerySet:
         """Sealed snapshots with no conclusive check of their local copy since ``checked_before``
-        (a datetime), the earliest sealed first."""
-        recent = FixityCheck.objects.conclusive().filter(
-            snapshot=OuterRef("pk"), location=LOCAL, checked_at__gte=checked_before
+        (a datetime) and their seal, the earliest sealed first."""
+        recent = (
+            FixityCheck.objects.conclusive()
+            .since_seal()
+            .filter(snapshot=OuterRef("pk"), location=LOCAL, checked_at__gte=checked_before)
         )
         return (
             self.filter(status=SnapshotStatus.SEALED)
@@ -325,9 +328,11 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     def reseal(self, *, manifest_sha256: str, signed_by: str) -> None:
         """The sealed folder was rewritten without changing what it holds (its revisit records
         made whole again when the snapshot they referred to was removed: core/services/
-        removal.py), and its new manifest signed."""
+        removal.py), and its new manifest signed; ``end_ts`` says when (fixity checks of the
+        manifest before it no longer count: FixityCheckQuerySet.since_seal)."""
         self.manifest_sha256 = manifest_sha256
         self.signed_by = signed_by
+        self.end_ts = timezone.now()
 
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FAILED)
     def fail(self, *, error: str) -> None:

@@ -39,6 +39,7 @@ from core.folder.transfers import upload_snapshot
 from core.models import FixityCheck, Snapshot, StorageCopy
 from core.models.preservation import LOCAL
 from core.services.copies import copy_tick
+from core.services.finalizing import snapshot_reseal
 from core.services.fixity import (
     RestoreError,
     fixity_audit_due,
@@ -51,6 +52,7 @@ from core.services.snapshots import snapshot_check_results
 from core.tasks import audit_due, fixity_audit
 from core.tests.test_services import make_result, make_snapshot
 from core.tests.test_storage import use_targets
+from core.tests.users import staff_with
 from core.tests.warcs import write_warc
 
 pytestmark = pytest.mark.django_db
@@ -320,18 +322,43 @@ def test_the_problems_name_the_missing_folder() -> None:
     assert local_problems(snapshot) == ([f"folder missing: {snapshot.output_dir}"], 0)
 
 
-def test_a_later_sound_check_clears_the_flag() -> None:
+def flagged_then_mended() -> Snapshot:
+    """A sealed snapshot that an audit flagged (a byte of its page flipped), then mended."""
     snapshot = sealed_snapshot()
     original = (snapshot.output_dir / PAGE).read_bytes()
     flip_byte(snapshot.output_dir / PAGE)
     snapshot_audit(snapshot=snapshot)
     assert list(Snapshot.objects.flagged()) == [snapshot]
-
     (snapshot.output_dir / PAGE).write_bytes(original)
+    return snapshot
+
+
+def test_a_later_sound_check_clears_the_flag() -> None:
+    snapshot = flagged_then_mended()
+
     snapshot_audit(snapshot=snapshot)
 
     assert not Snapshot.objects.flagged().exists()
     assert FixityCheck.objects.filter(snapshot=snapshot).count() == 2  # the trail is kept
+
+
+def test_a_check_of_the_manifest_before_a_new_seal_no_longer_counts(client) -> None:
+    """Re-archived or re-sealed, a snapshot signs a new manifest: what an audit found of the
+    one before neither flags it nor counts as a check of it, on the command line (status,
+    rearchive --flagged), in the admin or on its page."""
+    snapshot = flagged_then_mended()
+
+    snapshot_reseal(snapshot=Snapshot.objects.get(pk=snapshot.pk))
+
+    assert not Snapshot.objects.flagged().exists()
+    assert list(Snapshot.objects.unchecked()) == [snapshot]
+    assert list(Snapshot.objects.audit_due(timezone.now())) == [snapshot]
+    client.force_login(staff_with("keeper", "core.view_snapshot"))
+    page = client.get(f"/snapshot/{snapshot.pk}/").content.decode()
+    assert "Last fixity check" not in page
+    snapshot_audit(snapshot=snapshot)  # the new manifest, checked
+    assert "Last fixity check" in client.get(f"/snapshot/{snapshot.pk}/").content.decode()
+    assert not Snapshot.objects.unchecked().exists()
 
 
 def test_only_sealed_snapshots_are_audited() -> None:
@@ -704,12 +731,14 @@ def test_an_unreachable_target_does_not_hide_earlier_damage(own_s3) -> None:
 
 
 def checked(snapshot: Snapshot, days_ago: float, location: str = LOCAL) -> None:
-    """Record a sound check of ``snapshot``'s copy at ``location``, ``days_ago`` days ago."""
+    """Record a sound check of ``snapshot``'s copy at ``location``, ``days_ago`` days ago (the
+    snapshot sealed before it, if it was not)."""
+    checked_at = timezone.now() - timedelta(days=days_ago)
+    Snapshot.objects.filter(pk=snapshot.pk, end_ts__gt=checked_at).update(
+        end_ts=checked_at - timedelta(minutes=1)
+    )
     FixityCheck.objects.create(
-        snapshot=snapshot,
-        location=location,
-        outcome=FixityOutcome.OK,
-        checked_at=timezone.now() - timedelta(days=days_ago),
+        snapshot=snapshot, location=location, outcome=FixityOutcome.OK, checked_at=checked_at
     )
 
 

@@ -107,7 +107,7 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
         "outputs": [_output(snapshot, result) for result in results],
         "proofs": proofs,
         "proof": _proof_status(snapshot) if snapshot.manifest_sha256 else None,
-        "last_check": snapshot.fixity_checks.order_by("-checked_at").first(),
+        "last_check": snapshot.fixity_checks.since_seal().order_by("-checked_at").first(),
         "has_wacz": has_wacz,
         "replay": replay,
         "timeline": timeline_url(snapshot.url),

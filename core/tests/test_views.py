@@ -119,6 +119,20 @@ def test_a_compressed_file_is_served_as_bytes(admin_client: Client, snapshot: Sn
     assert body(response) == b"\x1f\x8b\x08 compressed"
 
 
+def test_the_manifests_signature_is_served_as_bytes(
+    admin_client: Client, snapshot: Snapshot
+) -> None:
+    """64 raw bytes of Ed25519, not the OpenPGP signature mimetypes takes a .sig for."""
+    signature = bytes(range(64))
+    (snapshot.output_dir / "manifest-sha256.txt.sig").write_bytes(signature)
+
+    response = admin_client.get(file_url(snapshot, "manifest-sha256.txt.sig"))
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/octet-stream"
+    assert body(response) == signature
+
+
 @pytest.mark.parametrize(
     "relative",
     [

@@ -23,6 +23,7 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_safe
 
 from core.folder import signing
+from core.folder.manifest import SIGNATURE_NAME
 from core.models import Snapshot
 from core.web.access import readable_snapshots, reader_required
 from core.web.viewing import (
@@ -75,10 +76,12 @@ def file_type(path: Path) -> str | None:
     """Return the Content-Type to serve ``path`` with (from its name; None when unknown).
 
     A compressed file (a ``.warc.gz``) is ``application/octet-stream``: the browser must not
-    unpack it. Text that Vellum's extractors write (``.txt``, ``.json``) is UTF-8.
+    unpack it. Nor is the manifest's signature what its ``.sig`` suggests to mimetypes (an
+    OpenPGP signature, RFC 3156): it is 64 raw bytes of Ed25519 (core/folder/signing.py).
+    Text that Vellum's extractors write (``.txt``, ``.json``) is UTF-8.
     """
     content_type, encoding = mimetypes.guess_type(path.name)
-    if encoding:
+    if encoding or path.name == SIGNATURE_NAME:
         return "application/octet-stream"
     if content_type in ("text/plain", "application/json"):
         return f"{content_type}; charset=utf-8"

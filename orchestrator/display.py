@@ -54,8 +54,8 @@ class CrawlProgress:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.update(force=True)
-        if self.progress:
+        if self.progress:  # its final counts; plain lines end with the caller's summary
+            self.update(force=True)
             self.progress.stop()
 
     def update(self, *_args, force: bool = False) -> None:
@@ -82,6 +82,8 @@ class CrawlProgress:
             if self.copies_task is not None and copies:
                 self.progress.update(self.copies_task, **copies)
             return
+        if not total:
+            return  # the crawl has not started: "snapshots 0/0" says nothing
         line = f"snapshots {final}/{total}, results {r_final}/{r_total} ({detail})"
         if copies:
             line += f", copies {copies['completed']}/{copies['total']} ({copies['detail']})"

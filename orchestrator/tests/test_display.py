@@ -41,6 +41,19 @@ def test_a_live_bar_reads_the_counts_once_per_refresh_interval(django_assert_num
         progress.update(force=True)
 
 
+def test_no_line_before_the_crawl_has_snapshots_nor_at_the_end() -> None:
+    """Before the crawl starts there is nothing to count, and at the end the caller's summary
+    says it all: a crawl done within the interval prints no progress line."""
+    crawl = baker.make(Crawl, status=CrawlStatus.QUEUED, seeds="http://a.example/")
+    out = StringIO()
+
+    with CrawlProgress(crawl, Console(file=out, force_terminal=False, width=200)) as progress:
+        progress.update()
+        baker.make(Snapshot, crawl=crawl, status=SnapshotStatus.SEALED, retry_at=None)
+
+    assert out.getvalue() == ""
+
+
 def test_lines_come_every_plain_interval_with_the_counts_of_that_moment() -> None:
     crawl = started_crawl()
     out = StringIO()

@@ -194,6 +194,17 @@ def test_remove_command_refuses_readably(args: tuple[str, ...], message: str) ->
         remove(*args)
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(("--crawl", "999"), "^no crawl 999$"), (("nonsense",), "'nonsense' is not a snapshot id")],
+)
+def test_remove_names_what_does_not_exist_before_it_asks(args, message: str) -> None:
+    """Without --yes, "Remove crawl 999? Add --yes to confirm" would send the user to confirm
+    the removal of nothing."""
+    with pytest.raises(CommandError, match=message):
+        call_command("remove", *args, stdout=StringIO())
+
+
 def test_remove_asks_before_it_removes_anything() -> None:
     snapshot = sealed_snapshot()
 

@@ -7,7 +7,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from core.management.database import require_migrated_database
-from core.management.selection import parse_snapshot_ids
+from core.management.selection import parse_snapshot_ids, require_crawl
 from core.models import Snapshot
 from core.services.removal import RemovalRefused, crawl_remove, snapshot_remove
 from crawls.models import Crawl
@@ -32,6 +32,9 @@ class Command(BaseCommand):
         require_migrated_database()
         if bool(snapshots) == (crawl is not None):
             raise CommandError("Say what to remove: snapshot ids, or --crawl ID (one of them).")
+        if crawl is not None:
+            require_crawl(crawl)  # before asking: "Remove crawl 5?" of no crawl 5 misleads
+        ids = parse_snapshot_ids(snapshots)
         what = f"crawl {crawl}" if crawl is not None else f"{len(snapshots)} snapshot(s)"
         self._confirm(f"Remove {what}{' and delete the folders' if delete else ''}?", yes)
         if crawl is not None:
@@ -44,7 +47,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Removed crawl {crawl} and its {removed} snapshots.")
             return
         refused = 0
-        for snapshot_id in parse_snapshot_ids(snapshots):
+        for snapshot_id in ids:
             try:
                 snapshot_remove(snapshot_id=snapshot_id, delete_files=delete)
             except Snapshot.DoesNotExist:

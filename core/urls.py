@@ -17,6 +17,7 @@ urlpatterns = [
         name="snapshot",
     ),
     path("archive/<uuid:snapshot_id>/<path:path>", files.snapshot_file, name="snapshot_file"),
+    path("snapshot/<uuid:snapshot_id>/wacz/", files.snapshot_wacz, name="snapshot_wacz"),
     # A URL's captures (core/web/timeline.py) and Memento (core/web/memento.py): the archived
     # URL is the rest of the path. The diff comes first: its URL would match the timeline's.
     path("url/<path:url>/diff/<uuid:before>/<uuid:after>/", timeline.url_diff, name="url_diff"),

@@ -15,7 +15,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
 from warcio.archiveiterator import ArchiveIterator
 
 from archive.testing import artifact_path, wait_until
@@ -35,6 +39,7 @@ from core.tests.dedup_site import DedupSite, site_files
 from core.tests.pipeline import archive_crawl
 from core.tests.test_isolation import staff_browser
 from core.tests.test_replay_theft import replayed
+from core.tests.users import staff_with
 from core.web.origins import replay_url
 from crawls.models import Crawl
 
@@ -304,6 +309,29 @@ def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(dedup_site, d
     assert replayed.parent == data_dir / "cache" / "replay"
     assert wacz_record_types(replayed) == {"response"}
     assert snapshot_replay_wacz(snapshot=second) == replayed  # kept for the next replay
+
+
+def test_the_snapshot_page_offers_a_revisit_only_pages_wacz_made_whole(dedup_site) -> None:
+    """Finalizing stores no WACZ of a capture that shares records: its page still offers one
+    to download, made whole, and only to a reader who may read the capture."""
+    capture(dedup_site)
+    second = capture(dedup_site)
+    reader, stranger = Client(), Client()
+    reader.force_login(staff_with("keeper", "core.view_snapshot"))
+    stranger.force_login(get_user_model().objects.create_user("stranger"))
+    download = reverse("core:snapshot_wacz", args=[second.pk])
+
+    page = reader.get(reverse("core:snapshot", args=[second.pk])).content.decode()
+    response = reader.get(download)
+
+    assert f'href="{download}"' in page
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/wacz"
+    assert response["Content-Disposition"] == f'attachment; filename="{second.pk}.wacz"'
+    saved = Path(settings.DATA_DIR) / "download.wacz"
+    saved.write_bytes(b"".join(response.streaming_content))
+    assert wacz_record_types(saved) == {"response"}
+    assert stranger.get(download).status_code == 403
 
 
 # --- reindex -------------------------------------------------------------------------------------

@@ -198,7 +198,7 @@ def test_a_snapshot_page_shows_its_outputs_and_proofs(staff_client: Client) -> N
     assert response.status_code == 200
     assert f"/archive/{snapshot.pk}/title/title.txt" in page
     assert f"/archive/{snapshot.pk}/manifest-sha256.txt" in page
-    assert f"/archive/{snapshot.pk}/snapshot.wacz" in page
+    assert f"/snapshot/{snapshot.pk}/wacz/" in page
     assert "attempts exhausted (3): HTTP 503" in page  # favicon's failure, with its reason
 
 

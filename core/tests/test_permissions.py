@@ -316,6 +316,7 @@ READER_VIEWS = {
     "core:index": {},
     "core:snapshot": {"snapshot_id": "{snapshot_id}"},
     "core:snapshot_file": {"snapshot_id": "{snapshot_id}", "path": "title/title.txt"},
+    "core:snapshot_wacz": {"snapshot_id": "{snapshot_id}"},
     "core:url_timeline": {"url": "{url}"},
     "core:url_diff": {"url": "{url}", "before": "{snapshot_id}", "after": "{snapshot_id}"},
     "core:memento": {"url": "{url}", "timestamp": "2024"},

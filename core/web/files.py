@@ -17,6 +17,7 @@ from django.http import (
     HttpResponse,
     HttpResponseNotFound,
     HttpResponseRedirect,
+    HttpResponseServerError,
     JsonResponse,
 )
 from django.views.decorators.clickjacking import xframe_options_sameorigin
@@ -24,7 +25,10 @@ from django.views.decorators.http import require_safe
 
 from core.folder import signing
 from core.folder.manifest import SIGNATURE_NAME
+from core.folder.revisits import RevisitError
+from core.folder.wacz import PackagingError
 from core.models import Snapshot
+from core.services.dedup import has_replay_wacz, snapshot_replay_wacz
 from core.web.access import readable_snapshots, reader_required
 from core.web.viewing import (
     PDF_TYPE,
@@ -108,6 +112,39 @@ def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> HttpResponse:
     response = _file_response(file_path, content_type)
     policy = PDF_CSP if content_type == PDF_TYPE else ARCHIVED_CONTENT_CSP
     response["Content-Security-Policy"] = policy
+    return response
+
+
+@require_safe
+@reader_required
+def snapshot_wacz(request: HttpRequest, snapshot_id) -> HttpResponse:
+    """Download the snapshot's WACZ (an attachment named ``<id>.wacz``): its own
+    ``snapshot.wacz``, or, for a capture whose WARCs hold revisit records (finalizing stores
+    no WACZ of those: it could not replay alone), the one made whole from the records they
+    refer to, as replay loads it (core/services/dedup.py ``snapshot_replay_wacz``, cached).
+
+    404 for an unknown snapshot, one the reader may not read, or one without a WACZ; 500
+    saying why when the whole one cannot be made.
+    """
+    try:
+        snapshot = readable_snapshots(request).get(pk=snapshot_id)
+    except Snapshot.DoesNotExist:
+        raise Http404("no such snapshot") from None
+    if not has_replay_wacz(snapshot):
+        raise Http404("this snapshot has no WACZ")
+    try:
+        path = snapshot_replay_wacz(snapshot=snapshot)
+    except (RevisitError, PackagingError) as error:
+        logger.error("snapshot %s: no WACZ to download: %s", snapshot.pk, error)
+        return HttpResponseServerError(
+            f"This snapshot's WACZ cannot be made: {error}\n",
+            content_type="text/plain; charset=utf-8",
+        )
+    handle = open(path, "rb")  # noqa: SIM115 - FileResponse closes it
+    response = FileResponse(
+        handle, content_type="application/wacz", as_attachment=True, filename=f"{snapshot.pk}.wacz"
+    )
+    response["X-Content-Type-Options"] = "nosniff"
     return response
 
 

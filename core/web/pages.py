@@ -17,7 +17,6 @@ from core.extractors import registry
 from core.extractors.base import ShownAs
 from core.folder import signing
 from core.folder.manifest import MANIFEST_NAME, SIGNATURE_NAME, sha256_file
-from core.folder.wacz import WACZ_NAME
 from core.models import ArchiveResult, Snapshot
 from core.services import search
 from core.services.dedup import has_replay_wacz
@@ -89,13 +88,11 @@ def snapshot_page(request: HttpRequest, snapshot_id) -> HttpResponse:
         fallback = next((tab for tab in tabs if tab.name == "screenshot" and tab.available), None)
         if fallback is not None:
             fill_tab(fallback, snapshot, token)
-    proofs = [
+    # The WACZ: its own, or for a capture sharing records with others, one made whole.
+    wacz = [("WACZ", reverse("core:snapshot_wacz", args=[snapshot.pk]))] if has_wacz else []
+    proofs = wacz + [
         (label, file_url(snapshot, name))
-        for label, name in [
-            ("WACZ", WACZ_NAME),
-            ("checksum manifest", MANIFEST_NAME),
-            ("signature", SIGNATURE_NAME),
-        ]
+        for label, name in [("checksum manifest", MANIFEST_NAME), ("signature", SIGNATURE_NAME)]
         if (folder / name).is_file()
     ]
     context = {

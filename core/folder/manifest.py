@@ -18,6 +18,7 @@ from archive.privacy import FILE_MODE
 
 INDEX_NAME = "index.json"
 MANIFEST_NAME = "manifest-sha256.txt"
+MISMATCH = "checksum mismatch: "  # how verify_manifest begins a changed file's problem
 SIGNATURE_NAME = MANIFEST_NAME + ".sig"  # detached Ed25519 signature of the manifest's bytes
 TAG_FILES = (MANIFEST_NAME, SIGNATURE_NAME)  # describe the payload, so never part of it
 TEMP_PREFIX = ".tmp-"  # extractors' working folders and half-written files start with this
@@ -126,6 +127,6 @@ def verify_manifest(folder: Path) -> list[str]:
         if path is None:
             problems.append(f"missing: {relative}")
         elif sha256_file(path) != digest:
-            problems.append(f"checksum mismatch: {relative}")
+            problems.append(f"{MISMATCH}{relative}")
     problems += [f"not in manifest: {relative}" for relative in present.keys() - listed.keys()]
     return problems

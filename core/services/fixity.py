@@ -27,9 +27,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.choices import CopyStatus, FixityOutcome, SnapshotStatus
+from core.folder.blobs import blob_path
 from core.folder.manifest import (
     INDEX_NAME,
     MANIFEST_NAME,
+    MISMATCH,
     read_manifest,
     sha256_file,
     verify_manifest,
@@ -80,8 +82,40 @@ def local_problems(snapshot: Snapshot) -> tuple[list[str], int]:
     if manifest_sha256 != snapshot.manifest_sha256:
         problems.append(f"{MANIFEST_NAME} is not the one sealed (sha256 {manifest_sha256[:16]}…)")
     problems += _signature_problems(folder)
-    problems += verify_manifest(folder)
+    problems += _naming_shared_damage(folder, verify_manifest(folder))
     return problems, listed
+
+
+def _naming_shared_damage(folder: Path, problems: list[str]) -> list[str]:
+    """``problems`` with each changed file that is one of a blob's names (core/folder/blobs.py)
+    saying how many other snapshots hold the same bytes, damaged too: repairing this snapshot
+    gives it a file of its own, and only an audit of every snapshot finds the others."""
+    listed = read_manifest(folder) if any(p.startswith(MISMATCH) for p in problems) else {}
+    named = []
+    for problem in problems:
+        relative = problem.removeprefix(MISMATCH)
+        others = _other_names(folder / relative, listed.get(relative)) if listed else 0
+        if others:
+            problem += (
+                f" (its bytes are shared with {others} other snapshot file"
+                f"{'s' if others > 1 else ''}: manage.py verify --all flags them too)"
+            )
+        named.append(problem)
+    return named
+
+
+def _other_names(path: Path, digest: str | None) -> int:
+    """How many names besides ``path`` and the blob itself the file at ``path`` has, when it
+    is the blob of ``digest`` (0 when it is a file of its own)."""
+    if not digest:
+        return 0
+    try:
+        own, blob = path.stat(), blob_path(digest).stat()
+    except (OSError, ValueError):
+        return 0
+    if (own.st_dev, own.st_ino) != (blob.st_dev, blob.st_ino):
+        return 0
+    return max(own.st_nlink - 2, 0)
 
 
 def _signature_problems(folder: Path) -> list[str]:

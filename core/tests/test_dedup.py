@@ -311,6 +311,26 @@ def test_the_replay_wacz_of_a_revisit_only_page_is_made_whole_once(dedup_site, d
     assert snapshot_replay_wacz(snapshot=second) == replayed  # kept for the next replay
 
 
+def test_damage_to_a_shared_file_says_the_other_snapshots_hold_it_too(dedup_site) -> None:
+    """A file stored once for several snapshots is damaged in all of them: the audit of one
+    says how many other files share the bytes, and how to find them."""
+    first, second, third = (capture(dedup_site) for _ in range(3))
+    shared = first.output_dir / "wget" / f"127.0.0.1+{dedup_site.port}" / "static" / "style.css"
+    shared.chmod(0o600)  # read-only once shared: this stands for a disk or a tool gone wrong
+    with open(shared, "r+b") as damaged:
+        damaged.write(b"X")
+
+    problems, _files = local_problems(second)
+
+    relative = shared.relative_to(first.output_dir).as_posix()
+    assert problems == [
+        f"checksum mismatch: {relative} (its bytes are shared with 2 other snapshot files: "
+        "manage.py verify --all flags them too)"
+    ]
+    assert all(local_problems(s)[0][0].startswith(f"checksum mismatch: {relative}")
+               for s in (first, third))  # fmt: skip
+
+
 def test_the_snapshot_page_offers_a_revisit_only_pages_wacz_made_whole(dedup_site) -> None:
     """Finalizing stores no WACZ of a capture that shares records: its page still offers one
     to download, made whole, and only to a reader who may read the capture."""

@@ -47,8 +47,9 @@ ADMIN_FIXITY_LIMIT = 50
 def with_preservation(queryset: SnapshotQuerySet) -> SnapshotQuerySet:
     """Annotate snapshots with what the fixity and storage-copy columns show, in the same query:
     ``fixity_flagged`` (as ``Snapshot.objects.flagged()``), ``fixity_checked_at`` (the latest
-    conclusive check of any copy, None when there is none) and ``copies_*`` counts."""
-    checks = FixityCheck.objects.filter(snapshot=OuterRef("pk"))
+    conclusive check of any copy since the seal, None when there is none) and ``copies_*``
+    counts."""
+    checks = FixityCheck.objects.since_seal().filter(snapshot=OuterRef("pk"))
     conclusive = checks.conclusive().order_by("-checked_at")
     return queryset.annotate(
         fixity_flagged=Exists(FixityCheck.objects.flagged().filter(snapshot=OuterRef("pk"))),

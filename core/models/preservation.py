@@ -133,9 +133,11 @@ class FixityCheckQuerySet(models.QuerySet):
         return self.exclude(outcome=FixityOutcome.UNREACHABLE)
 
     def since_seal(self) -> FixityCheckQuerySet:
-        """Checks made since their snapshot was last sealed: a re-archive or a re-seal signs a
-        new manifest, and what a check found of the one before says nothing of it. Of a
-        snapshot without a seal time (being archived again now) every check is kept."""
+        """Checks made since their snapshot was last sealed (``end_ts``): archived again, it
+        holds new files under a new manifest, and what a check found of the earlier run says
+        nothing of them. A re-seal (Snapshot.reseal) keeps its seal time, and so the checks:
+        it signs the same bytes again. Of a snapshot without a seal time (being archived
+        again now) every check is kept."""
         return self.filter(
             Q(snapshot__end_ts__isnull=True) | Q(checked_at__gte=F("snapshot__end_ts"))
         )

@@ -328,11 +328,11 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     def reseal(self, *, manifest_sha256: str, signed_by: str) -> None:
         """The sealed folder was rewritten without changing what it holds (its revisit records
         made whole again when the snapshot they referred to was removed: core/services/
-        removal.py), and its new manifest signed; ``end_ts`` says when (fixity checks of the
-        manifest before it no longer count: FixityCheckQuerySet.since_seal)."""
+        removal.py), and its new manifest signed. ``end_ts`` stays the capture's seal: what
+        fixity checks found before still counts (FixityCheckQuerySet.since_seal), as the same
+        bytes are signed again, a damaged file included."""
         self.manifest_sha256 = manifest_sha256
         self.signed_by = signed_by
-        self.end_ts = timezone.now()
 
     @transition(field=status, source=SnapshotStatus.FINALIZING, target=SnapshotStatus.FAILED)
     def fail(self, *, error: str) -> None:

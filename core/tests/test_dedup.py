@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from warcio.archiveiterator import ArchiveIterator
 
 from archive.testing import artifact_path, wait_until
@@ -31,12 +32,13 @@ from core.folder.revisits import PROFILES, Original, ToResponse, ToRevisit, rewr
 from core.models import PayloadRecord, PayloadRevisit, Snapshot
 from core.services.crawls import crawl_create
 from core.services.dedup import has_replay_wacz, snapshot_replay_wacz
-from core.services.fixity import local_problems
+from core.services.fixity import local_problems, snapshot_audit
 from core.services.rearchive import snapshot_rearchive
 from core.services.reindex import archive_reindex
 from core.services.removal import RemovalRefused, snapshot_remove
 from core.tests.dedup_site import DedupSite, site_files
 from core.tests.pipeline import archive_crawl
+from core.tests.test_fixity import flip_byte
 from core.tests.test_isolation import staff_browser
 from core.tests.test_replay_theft import replayed
 from core.tests.users import staff_with
@@ -241,6 +243,32 @@ def test_a_rearchived_original_still_serves_those_that_refer_to_it(dedup_site) -
     second = Snapshot.objects.get(pk=second.pk)
     assert records(second)["/static/app.js"]["type"] == "response"
     assert local_problems(second)[0] == []
+
+
+def test_a_capture_archived_again_is_judged_by_its_new_runs_checks_alone(dedup_site) -> None:
+    """Re-archived, a snapshot holds new files under a new manifest: what an audit found of
+    the earlier run neither flags it nor counts as a check of it, on the command line
+    (status, rearchive --flagged), in the admin or on its page."""
+    snapshot = capture(dedup_site)
+    flip_byte(snapshot.output_dir / "index.json")
+    snapshot_audit(snapshot=snapshot)
+    assert list(Snapshot.objects.flagged()) == [snapshot]
+
+    snapshot_rearchive(snapshot=Snapshot.objects.get(pk=snapshot.pk))
+    archive_crawl(Crawl.objects.get(pk=snapshot.crawl_id))  # the new run, sealed
+
+    assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.SEALED
+    assert not Snapshot.objects.flagged().exists()
+    assert list(Snapshot.objects.unchecked()) == [snapshot]
+    assert list(Snapshot.objects.audit_due(timezone.now())) == [snapshot]
+    reader = Client()
+    reader.force_login(staff_with("keeper", "core.view_snapshot"))
+    page = reader.get(reverse("core:snapshot", args=[snapshot.pk]))
+    assert "Last fixity check" not in page.content.decode()
+    snapshot_audit(snapshot=Snapshot.objects.get(pk=snapshot.pk))  # the new run, checked
+    page = reader.get(reverse("core:snapshot", args=[snapshot.pk]))
+    assert "Last fixity check" in page.content.decode()
+    assert not Snapshot.objects.unchecked().exists() and not Snapshot.objects.flagged().exists()
 
 
 # --- export and replay ---------------------------------------------------------------------------

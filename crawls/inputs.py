@@ -163,12 +163,14 @@ class _Collector:
         self.strict = strict  # every text line must be one URL: no prose around them
         self.by_url: dict[str, int] = {}
 
-    def add(self, raw_url: str, where: str, *, title: str = "", tags: Iterable[str] = ()) -> None:
+    def add(self, raw_url: str, where: str, *, title: str = "", tags: Iterable[str] = ()) -> bool:
+        """Keep the entry (merged into an earlier one of the same URL); False when its URL is
+        invalid and it is left out."""
         try:
             url = normalize_url(raw_url)
         except InvalidURL as error:
             self.problem(where, str(error))
-            return
+            return False
         clean_tags = tuple(self._clean_tags(tags, where))
         title = " ".join(title.split())[:MAX_TITLE_LENGTH]
         if url in self.by_url:
@@ -176,9 +178,10 @@ class _Collector:
             first = self.parsed.entries[index]
             merged = tuple(dict.fromkeys(first.tags + clean_tags))
             self.parsed.entries[index] = SeedEntry(url, first.title or title, merged)
-            return
+            return True
         self.by_url[url] = len(self.parsed.entries)
         self.parsed.entries.append(SeedEntry(url, title, clean_tags))
+        return True
 
     def problem(self, where: str, message: str, *, entry_kept: bool = False) -> None:
         """Record what was left out at ``where``: the entry, or (``entry_kept``) a tag of it."""
@@ -294,13 +297,12 @@ def _read_json(text: str, collector: _Collector) -> None:
             tags = item.get("tags") or []
             if isinstance(tags, str):
                 tags = tags.split(",")
-            if not isinstance(tags, list):
+            title = item.get("title")
+            kept = collector.add(item["url"], where, title=title if isinstance(title, str) else "",
+                                 tags=tags if isinstance(tags, list) else [])  # fmt: skip
+            if kept and not isinstance(tags, list):  # of an entry left out, nothing more
                 message = "tags left out: they must be a list or a comma-separated string"
                 collector.problem(where, message, entry_kept=True)
-                tags = []
-            title = item.get("title")
-            collector.add(item["url"], where, title=title if isinstance(title, str) else "",
-                          tags=tags)  # fmt: skip
         else:
             collector.problem(where, "neither a URL nor an object with a url")
 

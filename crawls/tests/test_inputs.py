@@ -346,7 +346,7 @@ def test_an_invalid_tag_is_named_and_the_entry_kept() -> None:
 
 def test_what_was_left_out_counts_entries_apart_from_the_tags_of_kept_ones() -> None:
     parsed = read(
-        '[{"url": "https://a.example/", "tags": 5}, "ftp://b.example/",'
+        '[{"url": "https://a.example/", "tags": 5}, {"url": "ftp://b.example/", "tags": 6},'
         ' {"url": "https://c.example/", "tags": ["' + "y" * 101 + '", "' + "z" * 101 + '"]}]'
     )
 

@@ -3,6 +3,7 @@ and the refusals while anything of them runs."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from io import StringIO
 from pathlib import Path
@@ -196,7 +197,11 @@ def test_remove_command_refuses_readably(args: tuple[str, ...], message: str) ->
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(("--crawl", "999"), "^no crawl 999$"), (("nonsense",), "'nonsense' is not a snapshot id")],
+    [
+        (("--crawl", "999"), "^no crawl 999$"),
+        (("nonsense",), "'nonsense' is not a snapshot id"),
+        ((str(uuid.UUID(int=7)),), f"^no snapshot {uuid.UUID(int=7)}$"),
+    ],
 )
 def test_remove_names_what_does_not_exist_before_it_asks(args, message: str) -> None:
     """Without --yes, "Remove crawl 999? Add --yes to confirm" would send the user to confirm

@@ -7,7 +7,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from core.management.database import require_migrated_database
-from core.management.selection import parse_snapshot_ids, require_crawl
+from core.management.selection import known_snapshot_ids, require_crawl
 from core.models import Snapshot
 from core.services.removal import RemovalRefused, crawl_remove, snapshot_remove
 from crawls.models import Crawl
@@ -32,9 +32,10 @@ class Command(BaseCommand):
         require_migrated_database()
         if bool(snapshots) == (crawl is not None):
             raise CommandError("Say what to remove: snapshot ids, or --crawl ID (one of them).")
+        # Named before asking: "Remove crawl 5?" of no crawl 5 would mislead.
         if crawl is not None:
-            require_crawl(crawl)  # before asking: "Remove crawl 5?" of no crawl 5 misleads
-        ids = parse_snapshot_ids(snapshots)
+            require_crawl(crawl)
+        ids = known_snapshot_ids(snapshots)
         what = f"crawl {crawl}" if crawl is not None else f"{len(snapshots)} snapshot(s)"
         self._confirm(f"Remove {what}{' and delete the folders' if delete else ''}?", yes)
         if crawl is not None:

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
 from core.models import ArchiveResult, Host, StorageCopy
+from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
 PLAIN_INTERVAL_SECONDS = 5
@@ -54,20 +55,26 @@ class CrawlProgress:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.progress:  # its final counts; plain lines end with the caller's summary
+        """Show the final counts: on the bar; in a line unless the crawl sealed, whose summary
+        the caller prints (held, interrupted: the line is what the user sees last)."""
+        if self.progress:
             self.update(force=True)
             self.progress.stop()
+            return
+        status = Crawl.objects.filter(pk=self.crawl.pk).values_list("status", flat=True).first()
+        if status != CrawlStatus.SEALED:
+            self.update(force=True, now=True)
 
-    def update(self, *_args, force: bool = False) -> None:
+    def update(self, *_args, force: bool = False, now: bool = False) -> None:
         """Refresh the counts from the database (called once per orchestrator tick, or per
         wake-up while waiting for the staying orchestrator): at most
         every BAR_REFRESH_SECONDS for a live bar, every PLAIN_INTERVAL_SECONDS for lines, and
-        always when ``force``."""
-        now = time.monotonic()
+        always when ``force``; a line that changed is printed at once with ``now``."""
+        moment = time.monotonic()
         every = BAR_REFRESH_SECONDS if self.progress else PLAIN_INTERVAL_SECONDS
-        if not force and now - self.last_read < every:
+        if not force and moment - self.last_read < every:
             return
-        self.last_read = now
+        self.last_read = moment
         snapshots = self.crawl.snapshots.count_by_status()
         total, final = sum(snapshots.values()), _sum(snapshots, SnapshotStatus.final())
         results = ArchiveResult.objects.filter(snapshot__crawl=self.crawl).count_by_status()
@@ -87,9 +94,10 @@ class CrawlProgress:
         line = f"snapshots {final}/{total}, results {r_final}/{r_total} ({detail})"
         if copies:
             line += f", copies {copies['completed']}/{copies['total']} ({copies['detail']})"
-        if line != self.last_line and now - self.last_print >= PLAIN_INTERVAL_SECONDS:
+        due = now or moment - self.last_print >= PLAIN_INTERVAL_SECONDS
+        if line != self.last_line and due:
             self.console.print(line, highlight=False)
-            self.last_line, self.last_print = line, now
+            self.last_line, self.last_print = line, moment
 
     def _paused_hosts(self) -> str:
         """``", host h paused until 10:00:05 (+1 more)"`` while hosts of the crawl's started

@@ -50,8 +50,25 @@ def test_no_line_before_the_crawl_has_snapshots_nor_at_the_end() -> None:
     with CrawlProgress(crawl, Console(file=out, force_terminal=False, width=200)) as progress:
         progress.update()
         baker.make(Snapshot, crawl=crawl, status=SnapshotStatus.SEALED, retry_at=None)
+        Crawl.objects.filter(pk=crawl.pk).update(status=CrawlStatus.SEALED, retry_at=None)
 
     assert out.getvalue() == ""
+
+
+def test_a_crawl_left_unsealed_ends_with_its_last_counts_at_once() -> None:
+    """Held or interrupted, no summary follows: the last line says where the crawl stands,
+    even within the interval."""
+    crawl = started_crawl()
+    out = StringIO()
+
+    with CrawlProgress(crawl, Console(file=out, force_terminal=False, width=200)) as progress:
+        progress.update()
+        ArchiveResult.objects.filter(snapshot__crawl=crawl).update(status=ResultStatus.FAILED)
+
+    assert out.getvalue().splitlines() == [
+        "snapshots 0/1, results 0/1 (0 failed, 0 in backoff)",
+        "snapshots 0/1, results 1/1 (1 failed, 0 in backoff)",
+    ]
 
 
 def test_lines_come_every_plain_interval_with_the_counts_of_that_moment() -> None:

@@ -213,6 +213,12 @@ def test_an_unchanged_capture_replays_as_the_capture_it_points_at(dedup_site) ->
 
     assert has_replay_wacz(second)
     assert snapshot_replay_wacz(snapshot=second) == snapshot_replay_wacz(snapshot=first)
+    # Its page's WACZ download is that capture's, named after it.
+    reader = Client()
+    reader.force_login(staff_with("keeper", "core.view_snapshot"))
+    download = reader.get(f"/snapshot/{second.pk}/wacz/")
+    assert download.status_code == 200
+    assert download["Content-Disposition"] == f'attachment; filename="{first.pk}.wacz"'
 
 
 # --- the option: add, schedules, the add page, the API -------------------------------------------

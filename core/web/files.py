@@ -28,7 +28,7 @@ from core.folder.manifest import SIGNATURE_NAME
 from core.folder.revisits import RevisitError
 from core.folder.wacz import PackagingError
 from core.models import Snapshot
-from core.services.dedup import has_replay_wacz, snapshot_replay_wacz
+from core.services.dedup import has_replay_wacz, replay_source, snapshot_replay_wacz
 from core.web.access import readable_snapshots, reader_required
 from core.web.viewing import (
     PDF_TYPE,
@@ -118,31 +118,35 @@ def snapshot_file(request: HttpRequest, snapshot_id, path: str) -> HttpResponse:
 @require_safe
 @reader_required
 def snapshot_wacz(request: HttpRequest, snapshot_id) -> HttpResponse:
-    """Download the snapshot's WACZ (an attachment named ``<id>.wacz``): its own
-    ``snapshot.wacz``, or, for a capture whose WARCs hold revisit records (finalizing stores
-    no WACZ of those: it could not replay alone), the one made whole from the records they
-    refer to, as replay loads it (core/services/dedup.py ``snapshot_replay_wacz``, cached).
+    """Download the WACZ that replays the snapshot, as replay loads it (core/services/dedup.py
+    ``snapshot_replay_wacz``): its own ``snapshot.wacz``; for a capture whose WARCs hold
+    revisit records (finalizing stores no WACZ of those: it could not replay alone), one made
+    whole from the records they refer to (cached); for a capture found unchanged, that of the
+    capture it found unchanged (``replay_source``), when the reader may read that one too.
+    The attachment is named after the capture it packages: ``<id>.wacz``.
 
     404 for an unknown snapshot, one the reader may not read, or one without a WACZ; 500
-    saying why when the whole one cannot be made.
+    saying why when the whole one cannot be made or read.
     """
+    readable = readable_snapshots(request)
     try:
-        snapshot = readable_snapshots(request).get(pk=snapshot_id)
+        snapshot = readable.get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
         raise Http404("no such snapshot") from None
-    if not has_replay_wacz(snapshot):
+    source = replay_source(snapshot)
+    if not has_replay_wacz(snapshot) or not readable.filter(pk=source.pk).exists():
         raise Http404("this snapshot has no WACZ")
     try:
         path = snapshot_replay_wacz(snapshot=snapshot)
-    except (RevisitError, PackagingError) as error:
+        handle = open(path, "rb")  # noqa: SIM115 - FileResponse closes it
+    except (RevisitError, PackagingError, OSError) as error:
         logger.error("snapshot %s: no WACZ to download: %s", snapshot.pk, error)
         return HttpResponseServerError(
             f"This snapshot's WACZ cannot be made: {error}\n",
             content_type="text/plain; charset=utf-8",
         )
-    handle = open(path, "rb")  # noqa: SIM115 - FileResponse closes it
     response = FileResponse(
-        handle, content_type="application/wacz", as_attachment=True, filename=f"{snapshot.pk}.wacz"
+        handle, content_type="application/wacz", as_attachment=True, filename=f"{source.pk}.wacz"
     )
     response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -314,7 +314,9 @@ class PersonaAdmin(admin.ModelAdmin):
 
 
 class CrawlScheduleForm(forms.ModelForm):
-    """Checks the input and options as ``schedule add`` does, so a saved schedule runs."""
+    """Checks the input and options as ``schedule add`` does, so a saved schedule runs; a
+    schedule saved disabled has its input checked only, so that one whose options no longer
+    pass (its profile changed since) can be turned off, and is checked when turned on."""
 
     notify_webhook = forms.URLField(max_length=2048, required=False, assume_scheme="https")
     # Left empty, the defaults: host scope, no delay.
@@ -336,6 +338,8 @@ class CrawlScheduleForm(forms.ModelForm):
         data["host_delay_seconds"] = data["host_delay_seconds"] or 0.0
         try:
             read_input(data["source"].encode(), source="source", parser=data["parser"])
+            if not data["enabled"]:
+                return data
             check_crawl_options(
                 CrawlOptions(
                     depth=data["depth"],

@@ -260,6 +260,28 @@ def test_the_admin_adds_a_schedule_and_plans_its_first_run(admin_client) -> None
     assert CrawlSchedule.objects.count() == 1
 
 
+def test_a_schedule_whose_options_no_longer_pass_can_be_turned_off_not_on(
+    admin_client, settings
+) -> None:
+    """Its profile (here the default steps) no longer finds links for its depth: it cannot be
+    saved enabled, and can be saved disabled (it runs nothing then)."""
+    settings.EXTRACTORS = ["headers", "wget", "title"]
+    schedule = CrawlSchedule.objects.create(
+        cron="0 * * * *", source="https://example.com/", depth=1, next_run_at=timezone.now()
+    )
+    change = reverse("admin:crawls_crawlschedule_change", args=[schedule.pk])
+    form = {"cron": "0 * * * *", "source": "https://example.com/", "parser": "auto",
+            "depth": "1", "tags": "", "priority": "0", "profile": "", "notify_webhook": "",
+            "notify_email": ""}  # fmt: skip
+
+    refused = admin_client.post(change, {**form, "enabled": "on"})
+    turned_off = admin_client.post(change, form)
+
+    assert "the default steps (EXTRACTORS) do not run it" in refused.content.decode()
+    assert turned_off.status_code == 302
+    assert CrawlSchedule.objects.get(pk=schedule.pk).enabled is False
+
+
 def test_the_admin_runs_a_schedule_now_without_moving_its_next_run(admin_client) -> None:
     schedule = hourly()
     changelist = reverse("admin:crawls_crawlschedule_changelist")

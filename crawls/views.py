@@ -129,9 +129,11 @@ def _saved_url(request: HttpRequest, url: str) -> str:
 def crawl_page(request: HttpRequest, crawl_id: int) -> HttpResponse:
     """A crawl's page: what was read from the input, and its live progress (404 for a crawl
     the user may not read)."""
-    # The page names the crawl's seed when it has one, and needs no seed's details.
-    crawls = Crawl.objects.defer("seed_details")
-    return render(request, "vellum/crawl.html", _progress_context(request, crawl_id, crawls))
+    context = _progress_context(request, crawl_id, Crawl.objects.lean())
+    # A crawl of one seed names it; the seed list of a large one is not read for that.
+    one_seed = Crawl.objects.filter(pk=crawl_id).exclude(seeds__contains="\n")
+    context["single_seed"] = one_seed.values_list("seeds", flat=True).first() or ""
+    return render(request, "vellum/crawl.html", context)
 
 
 @require_safe

@@ -152,7 +152,7 @@ def test_the_progress_page_polls_while_the_crawl_runs(signed_in, django_assert_m
 
 def test_polling_the_progress_never_reads_the_seeds(signed_in: Client) -> None:
     """Polled every 2 s, the fragment reads neither what grows with the crawl (its seed list,
-    what the input said of each seed) nor, on the page, what the input said."""
+    what the input said of each seed) nor does the page, but to name a crawl's one seed."""
     crawl = started_crawl()
     Crawl.objects.filter(pk=crawl.pk).update(
         seed_details={"https://a.example/": {"title": "Given", "tags": []}}
@@ -164,9 +164,14 @@ def test_polling_the_progress_never_reads_the_seeds(signed_in: Client) -> None:
         page = signed_in.get(f"/crawl/{crawl.pk}/").content.decode()
 
     assert "snapshots: started 3" in fragment
-    assert "Saving <code>https://a.example/</code>" in page  # its one seed, from the seed list
+    assert "Saving <code>https://a.example/</code>" in page  # its one seed
     assert not [query["sql"] for query in polled.captured_queries if "seed" in query["sql"]]
     assert not [q["sql"] for q in shown.captured_queries if "seed_details" in q["sql"]]
+    # The seed list is read only where it holds one seed.
+    (seeds_read,) = [q["sql"] for q in shown.captured_queries if '"seeds"' in q["sql"]]
+    assert "NOT" in seeds_read and "LIKE" in seeds_read
+    Crawl.objects.filter(pk=crawl.pk).update(seeds="https://a.example/\nhttps://b.example/")
+    assert "Saving" not in signed_in.get(f"/crawl/{crawl.pk}/").content.decode()
 
 
 def test_a_sealed_crawls_progress_stops_polling(signed_in: Client) -> None:

@@ -38,6 +38,7 @@ from core.folder.wacz import PackagingError
 from core.models import PayloadRevisit, Snapshot, Tag
 from core.services.dedup import DependentsBusy, referrers_release, replay_cache_drop
 from core.services.finalizing import snapshot_reseal
+from core.services.fixity import local_problems
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 
@@ -97,6 +98,7 @@ def _release_dependents(snapshot: Snapshot) -> None:
     RemovalRefused, leaving ``snapshot`` in place, when one cannot be changed or re-sealed."""
     pending_file = snapshot.output_dir / PENDING_NAME
     pending = set(_read_pending(pending_file))
+    _refuse_damaged_referrers(snapshot, pending)
     try:
         changed = referrers_release(snapshot=snapshot)
     except DependentsBusy as error:
@@ -122,6 +124,28 @@ def _release_dependents(snapshot: Snapshot) -> None:
                 f"could not be re-sealed ({error}); remove it again to finish"
             ) from None
     pending_file.unlink(missing_ok=True)
+
+
+def _refuse_damaged_referrers(snapshot: Snapshot, pending: set[str]) -> None:
+    """Raise RemovalRefused when a sealed snapshot whose revisits refer to ``snapshot`` does
+    not match its manifest (core/services/fixity.py ``local_problems``): making it whole
+    re-seals its folder, and would sign the damage as good. Those ``pending`` (changed by an
+    earlier attempt, not re-sealed yet) differ from their manifest by design, and are left to
+    finish."""
+    referrers = (
+        Snapshot.objects.filter(
+            status=SnapshotStatus.SEALED, payload_revisits__original__snapshot=snapshot
+        )
+        .exclude(pk__in=pending)
+        .distinct()
+    )
+    for referrer in referrers:
+        problems, _files = local_problems(referrer)
+        if problems:
+            raise RemovalRefused(
+                f"snapshot {snapshot.pk}: snapshot {referrer.pk}, which refers to records of "
+                f"it, fails its fixity check ({problems[0]}): restore or re-archive it first"
+            )
 
 
 def _read_pending(path: Path) -> list[str]:

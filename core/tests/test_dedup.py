@@ -230,6 +230,26 @@ def test_removing_a_snapshot_waits_for_one_that_refers_to_it_and_is_finalizing(d
     assert records(second)["/index.html"]["type"] == "revisit"
 
 
+def test_removing_a_snapshot_never_signs_the_damage_of_one_that_refers_to_it(dedup_site) -> None:
+    """Made whole, a snapshot that refers to the one removed is re-sealed: damaged, it would be
+    signed as good. The removal is refused until it is repaired."""
+    first, second = capture(dedup_site), capture(dedup_site)
+    index = second.output_dir / "index.json"
+    original = index.read_bytes()
+    flip_byte(index)
+
+    with pytest.raises(RemovalRefused, match=f"snapshot {second.pk}, .* fails its fixity check"):
+        snapshot_remove(snapshot_id=first.pk, delete_files=True)
+
+    assert Snapshot.objects.filter(pk=first.pk).exists()
+    assert records(second)["/index.html"]["type"] == "revisit"  # nothing rewritten
+    assert local_problems(second)[0] == ["checksum mismatch: index.json"]
+    index.chmod(0o600)
+    index.write_bytes(original)
+    snapshot_remove(snapshot_id=first.pk, delete_files=True)  # repaired: it goes
+    assert local_problems(Snapshot.objects.get(pk=second.pk))[0] == []
+
+
 def test_a_rearchived_original_still_serves_those_that_refer_to_it(dedup_site) -> None:
     first, second = capture(dedup_site), capture(dedup_site)
     moved_to = snapshot_rearchive(snapshot=first)

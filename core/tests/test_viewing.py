@@ -380,7 +380,7 @@ def test_the_proofs_are_in_the_side_panel_of_every_tab(reader: Client) -> None:
         html = reader.get(f"/snapshot/{snapshot.pk}/?view={tab}").content.decode()
         side = html.split('<aside class="side">', 1)[1]
         assert '<div id="proofs">' in side and "proofs do not hold" in side
-        assert f'href="/archive/{snapshot.pk}/snapshot.wacz">WACZ</a>' in side
+        assert f'href="/snapshot/{snapshot.pk}/wacz/">WACZ</a>' in side
 
 
 def test_a_tab_that_has_nothing_says_why_and_shows_the_screenshot(reader: Client) -> None:

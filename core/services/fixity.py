@@ -72,7 +72,7 @@ def local_problems(snapshot: Snapshot) -> tuple[list[str], int]:
         return [f"folder missing: {folder}"], 0
     manifest = folder / MANIFEST_NAME
     try:
-        listed = len(read_manifest(folder))
+        listed = read_manifest(folder)
         manifest_sha256 = sha256_file(manifest)
     except FileNotFoundError:
         return [f"missing: {MANIFEST_NAME}"], 0
@@ -82,33 +82,30 @@ def local_problems(snapshot: Snapshot) -> tuple[list[str], int]:
     if manifest_sha256 != snapshot.manifest_sha256:
         problems.append(f"{MANIFEST_NAME} is not the one sealed (sha256 {manifest_sha256[:16]}…)")
     problems += _signature_problems(folder)
-    problems += _naming_shared_damage(folder, verify_manifest(folder))
-    return problems, listed
+    problems += [_naming_shared_damage(folder, listed, p) for p in verify_manifest(folder)]
+    return problems, len(listed)
 
 
-def _naming_shared_damage(folder: Path, problems: list[str]) -> list[str]:
-    """``problems`` with each changed file that is one of a blob's names (core/folder/blobs.py)
-    saying how many other snapshots hold the same bytes, damaged too: repairing this snapshot
-    gives it a file of its own, and only an audit of every snapshot finds the others."""
-    listed = read_manifest(folder) if any(p.startswith(MISMATCH) for p in problems) else {}
-    named = []
-    for problem in problems:
-        relative = problem.removeprefix(MISMATCH)
-        others = _other_names(folder / relative, listed.get(relative)) if listed else 0
-        if others:
-            problem += (
-                f" (its bytes are shared with {others} other snapshot file"
-                f"{'s' if others > 1 else ''}: manage.py verify --all flags them too)"
-            )
-        named.append(problem)
-    return named
+def _naming_shared_damage(folder: Path, listed: dict[str, str], problem: str) -> str:
+    """``problem`` (one of verify_manifest's), saying, for a changed file that is one of a
+    blob's names (core/folder/blobs.py), how many other snapshot files hold the same bytes,
+    damaged too: repairing this snapshot gives it a file of its own, and only an audit of
+    every snapshot finds the others. ``listed``: the manifest, ``{relative path: sha256}``."""
+    if not problem.startswith(MISMATCH):
+        return problem
+    relative = problem.removeprefix(MISMATCH)
+    digest = listed.get(relative)  # verify_manifest read the manifest again: it may differ
+    others = _other_names(folder / relative, digest) if digest else 0
+    if not others:
+        return problem
+    files = "file" if others == 1 else "files"
+    verify = "manage.py verify --all flags them too"
+    return f"{problem} (its bytes are shared with {others} other snapshot {files}: {verify})"
 
 
-def _other_names(path: Path, digest: str | None) -> int:
+def _other_names(path: Path, digest: str) -> int:
     """How many names besides ``path`` and the blob itself the file at ``path`` has, when it
     is the blob of ``digest`` (0 when it is a file of its own)."""
-    if not digest:
-        return 0
     try:
         own, blob = path.stat(), blob_path(digest).stat()
     except (OSError, ValueError):

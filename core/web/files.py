@@ -130,14 +130,15 @@ def snapshot_wacz(request: HttpRequest, snapshot_id) -> HttpResponse:
     """
     readable = readable_snapshots(request)
     try:
-        snapshot = readable.get(pk=snapshot_id)
+        snapshot = readable.select_related("unchanged_since").get(pk=snapshot_id)
     except Snapshot.DoesNotExist:
         raise Http404("no such snapshot") from None
-    source = replay_source(snapshot)
-    if not has_replay_wacz(snapshot) or not readable.filter(pk=source.pk).exists():
+    source = replay_source(snapshot)  # itself, but for a capture found unchanged
+    hidden = source.pk != snapshot.pk and not readable.filter(pk=source.pk).exists()
+    if hidden or not has_replay_wacz(source):
         raise Http404("this snapshot has no WACZ")
     try:
-        path = snapshot_replay_wacz(snapshot=snapshot)
+        path = snapshot_replay_wacz(snapshot=source)
         handle = open(path, "rb")  # noqa: SIM115 - FileResponse closes it
     except (RevisitError, PackagingError, OSError) as error:
         logger.error("snapshot %s: no WACZ to download: %s", snapshot.pk, error)

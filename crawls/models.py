@@ -104,6 +104,12 @@ class Profile(models.Model):
         return plan_steps(self.steps)
 
 
+def steps_of(profile: Profile | None) -> list[PlannedStep]:
+    """The steps a crawl with ``profile`` runs: its steps, else (None) the built-in default.
+    Raises ValidationError as Profile.planned_steps does."""
+    return profile.planned_steps() if profile else default_steps()
+
+
 class Politeness(models.Model):
     """How a crawl treats the sites it visits and which links it follows (issue 21, item 2):
     the fields a Crawl and a CrawlSchedule share (crawls/scope.py, core/services/scope.py)."""
@@ -440,7 +446,7 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
         """The steps each snapshot of this crawl runs: its profile's, else the built-in default
         (read when a snapshot starts, so an edited profile applies to snapshots not yet started).
         """
-        return self.profile.planned_steps() if self.profile else default_steps()
+        return steps_of(self.profile)
 
     @property
     def input_left_out(self) -> str:

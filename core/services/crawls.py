@@ -23,9 +23,8 @@ from core.models import ArchiveResult, Snapshot, Tag
 from core.services.scope import crawl_admit, crawl_bytes, crawl_screen
 from crawls.choices import CrawlScope, CrawlStatus
 from crawls.inputs import ParsedInput, is_valid_tag, read_input
-from crawls.models import POLITENESS_FIELDS, Crawl, Persona, Profile
+from crawls.models import POLITENESS_FIELDS, Crawl, Persona, Profile, steps_of
 from crawls.notifications import check_email_addresses, check_webhook_url, wants_notification
-from crawls.profiles import default_steps
 from crawls.scope import PatternError, parse_patterns
 from crawls.seeds import InputError, InvalidURL
 from crawls.signals import notification_due
@@ -306,7 +305,7 @@ def _check_links_are_found(depth: int, profile: Profile | None) -> None:
     if depth == 0:
         return
     try:
-        steps = profile.planned_steps() if profile else default_steps()
+        steps = steps_of(profile)
     except ValidationError:
         return
     if any(step.extractor == OUTLINKS for step in steps):

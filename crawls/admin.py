@@ -36,7 +36,7 @@ from core.services.removal import crawl_remove
 from core.services.schedules import schedule_run_now
 from crawls.choices import CrawlScope
 from crawls.estimate import describe as describe_estimate
-from crawls.inputs import FORMATS, left_out_headline, read_input
+from crawls.inputs import FORMATS, left_out_headline, problems_not_listed, read_input
 from crawls.models import (
     POLITENESS_FIELDS,
     Crawl,
@@ -209,6 +209,8 @@ class CrawlAdmin(ReadOnlyAdminMixin, ServiceTransitionsMixin, admin.ModelAdmin):
         if headline := left_out_headline(report):
             lines.append(f"{headline}:")
             lines += [f"  {problem}" for problem in report["problems"]]
+            if more := problems_not_listed(report):
+                lines.append(f"  ... and {more} more")
         return format_html("<pre>{}</pre>", "\n".join(lines))
 
     @admin.display(description="report")

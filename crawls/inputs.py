@@ -73,7 +73,7 @@ class ParsedInput:
 
     def problem_summary(self) -> str:
         """The listed problems in one line, with a count of the ones not listed."""
-        more = self.rejected + self.tags_left_out - len(self.problems)
+        more = problems_not_listed(self.report())
         return "; ".join(self.problems) + (f" (and {more} more)" if more > 0 else "")
 
     def report(self) -> dict:
@@ -86,6 +86,13 @@ class ParsedInput:
             "tags_left_out": self.tags_left_out,
             "problems": self.problems,
         }
+
+
+def problems_not_listed(report: dict) -> int:
+    """How many of what an input report (``ParsedInput.report``) left out its ``problems`` do
+    not name (it names the first MAX_LISTED_PROBLEMS)."""
+    left_out = report.get("rejected", 0) + report.get("tags_left_out", 0)
+    return max(left_out - len(report.get("problems", [])), 0)
 
 
 def left_out_headline(report: dict) -> str:
@@ -297,10 +304,11 @@ def _read_json(text: str, collector: _Collector) -> None:
             tags = item.get("tags") or []
             if isinstance(tags, str):
                 tags = tags.split(",")
+            tags_readable = isinstance(tags, list)
             title = item.get("title")
             kept = collector.add(item["url"], where, title=title if isinstance(title, str) else "",
-                                 tags=tags if isinstance(tags, list) else [])  # fmt: skip
-            if kept and not isinstance(tags, list):  # of an entry left out, nothing more
+                                 tags=tags if tags_readable else [])  # fmt: skip
+            if kept and not tags_readable:  # of an entry left out, nothing more
                 message = "tags left out: they must be a list or a comma-separated string"
                 collector.problem(where, message, entry_kept=True)
         else:

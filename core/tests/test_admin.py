@@ -185,6 +185,7 @@ def test_crawl_change_page_shows_how_the_input_was_read(
         "format": "bookmarks",
         "accepted": 2,
         "rejected": 1,
+        "tags_left_out": 2,  # named past the listed problems
         "problems": ["bookmarks.html line 9: 'place:x' is not a valid URL"],
     }
     archive.crawl.save()
@@ -192,8 +193,9 @@ def test_crawl_change_page_shows_how_the_input_was_read(
     html = page(admin_client, reverse("admin:crawls_crawl_change", args=[archive.crawl.pk]))
 
     assert "2 URL(s) read as bookmarks" in html
-    assert "1 entry left out:" in html
+    assert "1 entry left out, 2 tags left out:" in html
     assert "bookmarks.html line 9: &#x27;place:x&#x27; is not a valid URL" in html
+    assert "... and 2 more" in html
 
 
 # --- snapshots -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from core.services.crawls import crawl_create
 from crawls.choices import CrawlStatus
 from crawls.estimate import ESTIMATING, crawl_estimate
 from crawls.estimate import describe as describe_estimate
-from crawls.inputs import left_out_headline
+from crawls.inputs import left_out_headline, problems_not_listed
 from crawls.management.crawl_input import (
     add_crawl_arguments,
     add_politeness_arguments,
@@ -119,7 +119,7 @@ class Command(BaseCommand):
             f"Crawl {crawl.pk} queued: {report['accepted']} URL(s){kind}, depth {depth}."
         )
         if headline := left_out_headline(report):
-            more = report["rejected"] + report["tags_left_out"] - len(report["problems"])
+            more = problems_not_listed(report)
             self.stderr.write(f"{headline}:")
             for problem in report["problems"]:
                 self.stderr.write(f"  {problem}")

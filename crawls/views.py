@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch
+from django.db.models import Case, F, Prefetch, Q, TextField, Value, When
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
@@ -129,11 +129,12 @@ def _saved_url(request: HttpRequest, url: str) -> str:
 def crawl_page(request: HttpRequest, crawl_id: int) -> HttpResponse:
     """A crawl's page: what was read from the input, and its live progress (404 for a crawl
     the user may not read)."""
-    context = _progress_context(request, crawl_id, Crawl.objects.lean())
     # A crawl of one seed names it; the seed list of a large one is not read for that.
-    one_seed = Crawl.objects.filter(pk=crawl_id).exclude(seeds__contains="\n")
-    context["single_seed"] = one_seed.values_list("seeds", flat=True).first() or ""
-    return render(request, "vellum/crawl.html", context)
+    one_seed = Case(
+        When(~Q(seeds__contains="\n"), then=F("seeds")), default=Value(""), output_field=TextField()
+    )
+    crawls = Crawl.objects.lean().annotate(single_seed=one_seed)
+    return render(request, "vellum/crawl.html", _progress_context(request, crawl_id, crawls))
 
 
 @require_safe

@@ -20,6 +20,7 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.conf import settings
 
@@ -70,8 +71,16 @@ def refusal_reason(address: str | IPAddress, port: int, *, also: Networks = ()) 
     """Return why ``address`` (an IP, either family, as text or object) may not be fetched
     on ``port`` ("127.0.0.1 is a loopback address"), or None when it may. ``also`` opens more
     networks than ALLOWED_PRIVATE_NETWORKS, in its form: ``(network, port or None)`` pairs."""
+    return _refusal_reason(str(address), port, (*settings.ALLOWED_PRIVATE_NETWORKS, *also))
+
+
+@lru_cache(maxsize=1024)
+def _refusal_reason(address: str, port: int, opened: Networks) -> str | None:
+    """``refusal_reason`` with the networks it opens given: a function of its arguments alone,
+    so the answer is kept (the egress proxy asks once per connection, some 15 times a page for
+    the same address, and the ``ipaddress`` checks were most of what a connection cost it)."""
     ip = ipaddress.ip_address(address)
-    if _opened(ip, port, [*settings.ALLOWED_PRIVATE_NETWORKS, *also]):
+    if _opened(ip, port, opened):
         return None
     # The IPv4 address an IPv6 one carries first: ::ffff:169.254.169.254 is link-local.
     for candidate in (*_embedded_ipv4(ip), ip):

@@ -12,20 +12,24 @@ is kept in ``refusals``, which the caller records on the archive result: never s
 HTTPS goes through ``CONNECT`` tunnels, so the proxy never sees or changes what TLS carries; a
 plain-HTTP request is passed on with ``Connection: close`` and the bytes of both directions are
 relayed unchanged, so wget's WARC records hold what the server sent (RFC 9110 §7.6.1 hop-by-hop
-fields aside). Request heads are read with the standard library's HTTP parser (http.server),
-each taken from the socket whole and alone (``_take_head``).
+fields aside). Each request head is taken from the socket whole and alone (``_take_head``) and
+read by ``parse_request_head``, which takes the plain shape tools send and refuses the rest: the
+head passed on is built from what it read, so nothing it did not understand reaches an origin.
+It replaced http.server's handler, whose email-based parser and per-connection set-up were
+most of the proxy's CPU time (some 10 ms a page of wget's requisites, bench/egress.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
+import queue
+import re
 import selectors
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler
-from urllib.parse import urlsplit, urlunsplit
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from django.conf import settings
 
@@ -53,6 +57,15 @@ MAX_HEAD_BYTES = 64 * 1024  # a response head longer than this is passed on unch
 # Bytes of a request head at most (32 KiB is nginx's default); a longer one is answered 431
 # (RFC 6585 §5), as is one its client cut short.
 MAX_REQUEST_HEAD_BYTES = 64 * 1024
+MAX_REQUEST_FIELDS = 100  # as http.client reads at most
+END_OF_HEAD = b"\r\n\r\n"
+TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 §5.6.2
+HTTP_VERSION = re.compile(r"HTTP/[0-9]\.[0-9]")  # RFC 9112 §2.3
+DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() takes "²", which int() refuses
+MAX_PORT = 65535
+# The methods passed on to an origin (what http.server's handlers took before); CONNECT opens
+# a tunnel, and any other method is answered 501.
+FORWARDED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
 # Variables that point each tool at the proxy; ``no_proxy`` is emptied so that no host (not
 # even localhost, which some tools skip by default) goes around it.
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "ftp_proxy", "all_proxy")
@@ -76,6 +89,7 @@ class EgressProxy:
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        self._relays: _RelayThreads | None = None
 
     def __enter__(self) -> EgressProxy:
         return self.start()
@@ -91,6 +105,7 @@ class EgressProxy:
     def start(self) -> EgressProxy:
         """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self._relays = _RelayThreads(self)
         self._thread = threading.Thread(target=self._accept, name="egress-proxy", daemon=True)
         self._thread.start()
         return self
@@ -104,6 +119,7 @@ class EgressProxy:
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._thread.join(timeout=5)
+        self._relays.stop()
         self._listener = None
 
     def environment(self) -> dict[str, str]:
@@ -132,80 +148,182 @@ class EgressProxy:
             self.unreachable.append(Refusal(target=target, reason=problem))
 
     def _accept(self) -> None:
-        listener = self._listener
+        listener, relays = self._listener, self._relays
         while True:
             try:
-                client, address = listener.accept()
+                client, _address = listener.accept()
             except OSError:
                 return  # stop() shut the listener down
-            threading.Thread(
-                target=_serve, args=(client, address, self), name="egress-relay", daemon=True
-            ).start()
+            relays.serve(client)
 
 
-def _serve(client: socket.socket, address, proxy: EgressProxy) -> None:
+class _RelayThreads:
+    """The daemon threads that serve a proxy's connections, each reused once its connection
+    ends: a tool such as wget opens one connection after the other (some 15 a page with its
+    requisites), and starting a thread for each cost more than reading its request. A
+    connection that arrives while every thread is busy gets a new one, so a long tunnel never
+    holds up another connection. Daemon threads: a tunnel that never ends never keeps the
+    process from exiting."""
+
+    def __init__(self, proxy: EgressProxy) -> None:
+        self.proxy = proxy
+        self._waiting: queue.SimpleQueue[socket.socket | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a connection (or about to)
+        self._stopped = False
+
+    def serve(self, client: socket.socket) -> None:
+        """Have ``client`` served by an idle thread, or a new one."""
+        with self._lock:
+            reuse = self._idle > 0
+            self._idle -= reuse
+        if reuse:
+            self._waiting.put(client)
+        else:
+            thread = threading.Thread(target=self._run, args=(client,), name="egress-relay")
+            thread.daemon = True
+            thread.start()
+
+    def stop(self) -> None:
+        """Let the idle threads end; the busy ones end with their connection."""
+        with self._lock:
+            self._stopped, idle, self._idle = True, self._idle, 0
+        for _ in range(idle):
+            self._waiting.put(None)
+
+    def _run(self, client: socket.socket | None) -> None:
+        while client is not None:
+            _serve(client, self.proxy)
+            with self._lock:
+                if self._stopped:
+                    return
+                self._idle += 1
+            client = self._waiting.get()
+
+
+def _serve(client: socket.socket, proxy: EgressProxy) -> None:
     with client:
         client.settimeout(CLIENT_TIMEOUT)
         try:
-            _ProxyHandler(client, address, proxy)
+            _Connection(client, proxy).serve()
         except OSError as error:
-            logger.debug("egress relay for %s ended: %s", address, error)
+            logger.debug("egress relay ended: %s", error)
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
+class BadRequest(Exception):
+    """A request head the proxy will not pass on: ``status`` and ``reason`` are its answer."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RequestHead:
+    """A request head as the proxy reads it (RFC 9112 §3 and §5): the request line's three
+    parts and the header fields in order, each ``(name as sent, value without the whitespace
+    around it)``."""
+
+    method: str
+    target: str
+    version: str
+    fields: tuple[tuple[str, str], ...]
+
+    def values(self, name: str) -> list[str]:
+        """The values of every field called ``name`` (in any case), in order."""
+        wanted = name.lower()
+        return [value for field, value in self.fields if field.lower() == wanted]
+
+    def get(self, name: str, default: str = "") -> str:
+        """The value of the first field called ``name``, else ``default``."""
+        found = self.values(name)
+        return found[0] if found else default
+
+
+def parse_request_head(head: bytes) -> RequestHead:
+    """Read a request head, ``head`` up to and with the empty line that ends it (``_take_head``).
+
+    The proxy builds the head it sends on from what this returns, so it reads the plain shape
+    tools send and refuses the rest rather than guess: a request line of three parts with an
+    HTTP/1.x version, then fields ``name: value``, every line ending in CRLF. Raises BadRequest
+    (400) for anything else: a bare CR or LF, a line folded onto the one before it (obsolete
+    since RFC 7230, refused by RFC 9112 §5.2), a field without a colon or with space before it
+    (§5.1), a name that is not a token; 505 for HTTP/2 and later; 431 for more than
+    MAX_REQUEST_FIELDS fields (RFC 6585 §5).
+    """
+    lines = head.removesuffix(END_OF_HEAD).decode("latin-1").split("\r\n")
+    if any("\r" in line or "\n" in line for line in lines):
+        raise BadRequest(400, "Bad request: a line ends otherwise than with CRLF")
+    method, target, version = _request_line(lines[0])
+    if len(lines) - 1 > MAX_REQUEST_FIELDS:
+        raise BadRequest(431, f"More than {MAX_REQUEST_FIELDS} header fields")
+    fields = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not TOKEN.fullmatch(name):
+            raise BadRequest(400, f"Bad header field line {line[:40]!r}")
+        fields.append((name, value.strip(" \t")))
+    return RequestHead(method, target, version, tuple(fields))
+
+
+def _request_line(line: str) -> tuple[str, str, str]:
+    """The method, target and version of a request line (RFC 9112 §3), or BadRequest."""
+    parts = line.split(" ")
+    if len(parts) != 3 or not TOKEN.fullmatch(parts[0]) or not parts[1]:
+        raise BadRequest(400, f"Bad request line {line[:60]!r}")
+    version = parts[2]
+    if not HTTP_VERSION.fullmatch(version):
+        raise BadRequest(400, f"Bad request version {version[:20]!r}")
+    if version[5] != "1":
+        raise BadRequest(505, f"HTTP version {version[5:]} is not supported")
+    return parts[0], parts[1], version
+
+
+class _Connection:
     """One client connection: a CONNECT tunnel, or one plain-HTTP request passed on."""
 
-    protocol_version = "HTTP/1.1"
-
-    def __init__(self, client, address, proxy: EgressProxy) -> None:
+    def __init__(self, client: socket.socket, proxy: EgressProxy) -> None:
+        self.client = client
         self.proxy = proxy
-        self.head_complete = False
-        super().__init__(client, address, server=None)
+        self.method = ""
 
-    def setup(self) -> None:
-        """Give http.server's parser the request head alone: every byte after it (a body, the
-        first bytes through a tunnel) stays in the socket for the relay.
-
-        The head is found by peeking (``_take_head``); http.server's unbuffered reader, which
-        leaves the rest in the socket too, takes a head one byte a ``recv`` (some 500 system
-        calls a request: most of the proxy's CPU time).
-        """
-        super().setup()
-        self.rfile.close()  # the socket's reader: the head is read here instead
-        head, self.head_complete = _take_head(self.connection)
-        self.rfile = io.BytesIO(head)
-
-    def parse_request(self) -> bool:
-        """http.server's parse, then the head's own check: one that did not end within
-        MAX_REQUEST_HEAD_BYTES is answered 431 (RFC 6585 §5) and never passed on, whatever its
-        method."""
-        if not super().parse_request():
-            return False
-        if not self.head_complete:
+    def serve(self) -> None:
+        """Read the request head and answer it; a client that sent nothing is let go."""
+        head, complete = _take_head(self.client)
+        if not head:
+            return
+        self.method = head.split(b" ", 1)[0].decode("latin-1")
+        if not complete:
             limit = MAX_REQUEST_HEAD_BYTES
             self._answer(431, f"Request head longer than {limit} bytes, or cut short")
-            return False
-        return True
-
-    def log_message(self, format, *args) -> None:
-        logger.debug("egress %s " + format, self.address_string(), *args)
-
-    def do_CONNECT(self) -> None:
-        """Open a tunnel to ``host:port`` if the policy allows one of its addresses."""
-        host, _, port = self.path.rpartition(":")
-        if not host or not port.isdigit():
-            self._answer(400, "CONNECT needs host:port")
             return
-        upstream = self._open(host, int(port), target=self.path)
+        try:
+            request = parse_request_head(head)
+        except BadRequest as bad:
+            self._answer(bad.status, bad.reason)
+            return
+        if request.method == "CONNECT":
+            self.tunnel(request)
+        elif request.method in FORWARDED_METHODS:
+            self.forward(request)
+        else:
+            self._answer(501, f"Unsupported method {request.method[:20]!r}")
+
+    def tunnel(self, request: RequestHead) -> None:
+        """Open a tunnel to ``host:port`` if the policy allows one of its addresses."""
+        host, _, port = request.target.rpartition(":")
+        if not host or not DIGITS.fullmatch(port) or int(port) > MAX_PORT:
+            self._answer(400, "CONNECT needs host:port, the port in 0-65535")
+            return
+        upstream = self._open(host, int(port), request.target)
         if upstream is None:
             return
         with upstream:
-            self.send_response(200, "Connection established")
-            self.end_headers()
-            _relay(self.connection, upstream)
-        self.close_connection = True
+            self.client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            _relay(self.client, upstream)
 
-    def forward(self) -> None:
+    def forward(self, request: RequestHead) -> None:
         """Pass one plain-HTTP request (absolute-form, RFC 9112 §3.2.2) to its origin, then its
         answer back, and close the connection.
 
@@ -214,47 +332,34 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         body (Content-Length bytes; a chunked body is refused with 411) is passed on and nothing
         more is read from the client; the answer's head says ``Connection: close``.
         """
-        parts = urlsplit(self.path)
+        try:
+            parts = urlsplit(request.target)
+            port = parts.port or 80
+        except ValueError:
+            self._answer(400, "the URL or its port (0-65535) is not valid")
+            return
         if parts.scheme != "http" or not parts.hostname:
             self._answer(400, "only http:// URLs, or CONNECT for https, go through this proxy")
             return
-        try:
-            port = parts.port or 80
-        except ValueError:
-            self._answer(400, "the URL's port is not a number in 0-65535")
-            return
-        length = self.headers.get("Content-Length", "0").strip()
-        if "Transfer-Encoding" in self.headers or not length.isdigit():
+        lengths = set(request.values("Content-Length")) or {"0"}
+        if request.values("Transfer-Encoding") or len(lengths) > 1:
             self._answer(411, "this proxy passes on request bodies with a Content-Length only")
             return
-        upstream = self._open(parts.hostname, port, target=self.path)
+        length = lengths.pop()
+        if not DIGITS.fullmatch(length):
+            self._answer(400, "the Content-Length is not a number")
+            return
+        upstream = self._open(parts.hostname, port, request.target)
         if upstream is None:
             return
         with upstream:
-            if self.headers.get("Expect", "").lower() == "100-continue":
-                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # we take the body
-            upstream.sendall(self._origin_head(parts))
-            _copy(self.connection, upstream, int(length))
-            _pass_answer(upstream, self.connection)
-        self.close_connection = True
+            if request.get("Expect").lower() == "100-continue":
+                self.client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # we take the body
+            upstream.sendall(_origin_head(request, parts))
+            _copy(self.client, upstream, int(length))
+            _pass_answer(upstream, self.client)
 
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = forward
-
-    def _origin_head(self, parts) -> bytes:
-        """The request head in origin-form, its Host from the URL that was checked."""
-        target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        lines = [f"{self.command} {target} {self.request_version}"]
-        lines.append(f"Host: {host}:{parts.port}" if parts.port else f"Host: {host}")
-        lines += [
-            f"{name}: {value}"
-            for name, value in self.headers.items()
-            if name.lower() not in HOP_BY_HOP | {"host", "expect"}
-        ]
-        lines.append("Connection: close")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-    def _open(self, host: str, port: int, *, target: str) -> socket.socket | None:
+    def _open(self, host: str, port: int, target: str) -> socket.socket | None:
         """Connect to the first allowed address of ``host``; answer the client and return None
         when the policy refuses it or no connection can be made."""
         try:
@@ -268,11 +373,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             problem = f"could not resolve host {host}: {error}"
             return self._unreachable(target, 502, problem, "dns_error")
         problem, error_type = "", "destination_unavailable"
-        for _family, address in addresses:
+        for family, address in addresses:
             try:
-                return socket.create_connection(
-                    (address, port), timeout=settings.CONNECT_TIMEOUT_SECONDS
-                )
+                return _connect(family, address, port)
             except TimeoutError:
                 status, problem = 504, f"timed out connecting to {host}:{port}"
                 error_type = "connection_timeout"
@@ -294,15 +397,44 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         """
         phrase = " ".join(reason.split())[:300]
         body = (phrase + "\n").encode("utf-8", "replace")
-        self.send_response_only(status, phrase)
-        self.send_header("Proxy-Status", f"{PROXY_NAME}; error={error_type}")
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        self.close_connection = True
+        head = (
+            f"HTTP/1.1 {status} {phrase}\r\n"
+            f"Proxy-Status: {PROXY_NAME}; error={error_type}\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        answer = head.encode("latin-1", "replace")
+        self.client.sendall(answer if self.method == "HEAD" else answer + body)
+
+
+def _connect(family: int, address: str, port: int) -> socket.socket:
+    """A TCP connection to ``address``, which the policy checked: not ``create_connection``,
+    which would resolve the address again. Raises OSError (TimeoutError after
+    CONNECT_TIMEOUT_SECONDS)."""
+    upstream = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        upstream.settimeout(settings.CONNECT_TIMEOUT_SECONDS)
+        upstream.connect((address, port))
+    except BaseException:
+        upstream.close()
+        raise
+    return upstream
+
+
+def _origin_head(request: RequestHead, parts: SplitResult) -> bytes:
+    """The request head in origin-form, its Host from the URL that was checked, without the
+    hop-by-hop fields and those the request's Connection field names (RFC 9110 §7.6.1)."""
+    target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    named = {option.strip().lower() for value in request.values("Connection")
+             for option in value.split(",")}  # fmt: skip
+    dropped = HOP_BY_HOP | named | {"host", "expect"}
+    lines = [f"{request.method} {target} {request.version}"]
+    lines.append(f"Host: {host}:{parts.port}" if parts.port else f"Host: {host}")
+    lines += [f"{name}: {value}" for name, value in request.fields if name.lower() not in dropped]
+    lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _take_head(client: socket.socket) -> tuple[bytes, bool]:

@@ -22,7 +22,7 @@ from model_bakery import baker
 from archive.env import env_networks
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.addresses import AddressRefused, refusal_reason, resolve_allowed
-from core.extractors.egress import EgressProxy
+from core.extractors.egress import BadRequest, EgressProxy, RequestHead, parse_request_head
 from core.extractors.process import find_binary, run_command
 from core.models import ArchiveResult, Snapshot
 from core.tests.site import LiveSite
@@ -383,3 +383,189 @@ def test_a_chunked_request_body_is_refused(live_site: LiveSite) -> None:
         )  # fmt: skip
 
     assert result.stdout == "411"
+
+
+def test_the_refusal_reasons_kept_follow_the_allowed_networks() -> None:
+    # The answers are cached: a change of ALLOWED_PRIVATE_NETWORKS or ``also`` must still tell.
+    loopback = "127.0.0.1 is a loopback address"
+    with override_settings(ALLOWED_PRIVATE_NETWORKS=[]):
+        assert refusal_reason("127.0.0.1", 80) == loopback
+        assert refusal_reason("127.0.0.1", 80, also=[(ip_network("127.0.0.0/8"), 80)]) is None
+    with only(80):
+        assert refusal_reason("127.0.0.1", 80) is None
+    with override_settings(ALLOWED_PRIVATE_NETWORKS=[]):
+        assert refusal_reason("127.0.0.1", 80) == loopback
+
+
+def request_head(*lines: str) -> bytes:
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def test_a_request_head_is_read_into_its_parts_and_fields_in_order() -> None:
+    request = parse_request_head(
+        request_head(
+            "GET http://a.example/x?y=1 HTTP/1.1", "Host: a.example", "Accept: \t*/*  ",
+            "X-Empty:", "x-dup: 1", "X-Dup:2",
+        )
+    )  # fmt: skip
+    many = parse_request_head(request_head("GET / HTTP/1.0", *["X-A: 1"] * 100))
+
+    assert request == RequestHead(
+        "GET", "http://a.example/x?y=1", "HTTP/1.1",
+        (("Host", "a.example"), ("Accept", "*/*"), ("X-Empty", ""), ("x-dup", "1"),
+         ("X-Dup", "2")),
+    )  # fmt: skip
+    assert request.values("X-DUP") == ["1", "2"]
+    assert request.get("accept") == "*/*"
+    assert (many.version, len(many.fields)) == ("HTTP/1.0", 100)
+
+
+@pytest.mark.parametrize(
+    ("lines", "status"),
+    [
+        (["GET /x"], 400),
+        (["GET  /x HTTP/1.1"], 400),
+        (["GET /x HTTP/1.1 "], 400),
+        (["G(T /x HTTP/1.1"], 400),
+        (["GET /x HTTP/1"], 400),
+        (["GET /x http/1.1"], 400),
+        (["GET /x HTTP/2.0"], 505),
+        (["GET /x HTTP/3.0"], 505),
+        (["GET /x HTTP/1.1\nHost: a"], 400),
+        (["GET /x HTTP/1.1", "Host: a\nX-A: 1"], 400),
+        (["GET /x HTTP/1.1", "Host: a\rX-A: 1"], 400),
+        (["GET /x HTTP/1.1", "Host a"], 400),
+        (["GET /x HTTP/1.1", "Host : a"], 400),
+        (["GET /x HTTP/1.1", ": a"], 400),
+        (["GET /x HTTP/1.1", "X(A): 1"], 400),
+        (["GET /x HTTP/1.1", "X-A: 1", " folded: 2"], 400),
+        (["GET /x HTTP/1.1", "X-A: 1", "\tfolded"], 400),
+        (["GET /x HTTP/1.1", *["X-A: 1"] * 101], 431),
+    ],
+)
+def test_a_malformed_request_head_is_refused_with_its_status(lines: list[str], status: int) -> None:
+    with pytest.raises(BadRequest) as refused:
+        parse_request_head(request_head(*lines))
+
+    assert refused.value.status == status
+
+
+def answer_until(client: socket.socket, end: bytes) -> bytes:
+    """What ``client`` receives until it ends with ``end`` (a KeepAliveServer never closes)."""
+    answer = b""
+    while not answer.endswith(end) and (data := client.recv(65536)):
+        answer += data
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("lines", "answer"),
+    [
+        (["GET {url} HTTP/1.1", "X-A: 1", " folded"], b"400 Bad header field line ' folded'"),
+        (["BREW {url} HTTP/1.1"], b"501 Unsupported method 'BREW'"),
+        (["POST {url} HTTP/1.1", "Content-Length: 3", "Content-Length: 4"], b"411 "),
+        (["POST {url} HTTP/1.1", "Transfer-Encoding: identity"], b"411 "),
+        (["POST {url} HTTP/1.1", "Content-Length: 3a"], b"400 the Content-Length is not"),
+        # "²".isdigit() is True, and int("²") raises: only ASCII digits are a length.
+        (["POST {url} HTTP/1.1", "Content-Length: \xb2"], b"400 the Content-Length is not"),
+        (["CONNECT 127.0.0.1:99999 HTTP/1.1"], b"400 CONNECT needs host:port, the port in"),
+    ],
+)  # fmt: skip
+def test_a_request_the_proxy_will_not_pass_on_is_answered_by_it_and_reaches_no_origin(
+    lines: list[str], answer: bytes, keep_alive
+) -> None:
+    allowed, _private = keep_alive
+    url = f"http://127.0.0.1:{allowed.port}/"
+    with only(allowed.port), EgressProxy() as proxy:
+        client = proxy_client(proxy)
+        client.sendall(request_head(*(line.format(url=url) for line in lines)))
+        got = answer_of(client)
+
+    assert got.startswith(b"HTTP/1.1 " + answer)
+    assert b"\r\nProxy-Status: vellum-egress; error=http_request_error\r\n" in got
+    assert b"\r\nConnection: close\r\n" in got
+    assert allowed.received == b""
+
+
+def test_a_head_request_refused_by_the_policy_is_answered_without_a_body(keep_alive) -> None:
+    allowed, private = keep_alive
+    with only(allowed.port), EgressProxy() as proxy:
+        client = proxy_client(proxy)
+        client.sendall(request_head(f"HEAD http://127.0.0.2:{private.port}/ HTTP/1.1"))
+        answer = answer_of(client)
+
+    assert answer.startswith(b"HTTP/1.1 403 Refused by the address policy: 127.0.0.2 is a")
+    assert b"\r\nProxy-Status: vellum-egress; error=destination_ip_prohibited\r\n" in answer
+    assert answer.endswith(b"\r\nConnection: close\r\n\r\n")  # and not a byte after the head
+    assert private.received == b""
+
+
+def test_the_fields_the_connection_field_names_are_not_passed_on(keep_alive) -> None:
+    allowed, _private = keep_alive
+    with only(allowed.port), EgressProxy() as proxy:
+        client = proxy_client(proxy)
+        client.sendall(
+            request_head(
+                f"GET http://127.0.0.1:{allowed.port}/ HTTP/1.1", "Connection: close, x-secret",
+                "X-Secret: 1", "X-Kept: 2",
+            )
+        )  # fmt: skip
+        answer = answer_until(client, b"ok")
+        client.close()
+
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+    (head,) = allowed.heads
+    assert b"\r\nX-Kept: 2" in head
+    assert b"secret" not in head.lower()
+
+
+def test_a_connection_is_answered_while_a_tunnel_is_held_open(keep_alive) -> None:
+    allowed, _private = keep_alive
+    get = request_head(f"GET http://127.0.0.1:{allowed.port}/plain HTTP/1.1")
+    with only(allowed.port), EgressProxy() as proxy:
+        first = proxy_client(proxy)
+        first.sendall(get)
+        answer_until(first, b"ok")
+        first.close()
+        time.sleep(0.2)  # its relay thread is idle again: the tunnel takes it
+        tunnel = proxy_client(proxy)
+        tunnel.sendall(request_head(f"CONNECT 127.0.0.1:{allowed.port} HTTP/1.1"))
+        established = answer_until(tunnel, b"\r\n\r\n")
+        started = time.monotonic()
+        second = proxy_client(proxy)
+        second.settimeout(5)
+        second.sendall(get)
+        answer = answer_until(second, b"ok")
+        waited = time.monotonic() - started
+        second.close()
+        tunnel.sendall(request_head("GET /through HTTP/1.1", "Host: 127.0.0.1"))
+        through = answer_until(tunnel, b"ok")
+        tunnel.close()
+
+    assert established == b"HTTP/1.1 200 Connection established\r\n\r\n"
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and waited < 3
+    assert through.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert [head.split(b"\r\n")[0] for head in allowed.heads] == [
+        b"GET /plain HTTP/1.1", b"GET /plain HTTP/1.1", b"GET /through HTTP/1.1",
+    ]  # fmt: skip
+
+
+def test_sequential_connections_are_all_answered_by_a_reused_relay_thread(
+    live_site: LiveSite,
+) -> None:
+    def relays() -> set[threading.Thread]:
+        return {thread for thread in threading.enumerate() if thread.name == "egress-relay"}
+
+    before = relays()
+    with only(live_site.port), EgressProxy() as proxy:
+        answers = []
+        for _ in range(5):
+            client = proxy_client(proxy)
+            client.sendall(request_head(f"GET {live_site.url('/page2.html')} HTTP/1.1"))
+            answers.append(answer_of(client))
+            time.sleep(0.1)  # the relay thread is idle again before the next connection
+        started = relays() - before
+
+    assert [answer.split(b" ", 2)[1] for answer in answers] == [b"200"] * 5
+    assert len({answer.partition(b"\r\n\r\n")[2] for answer in answers}) == 1
+    assert len(started) == 1

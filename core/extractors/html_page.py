@@ -32,8 +32,9 @@ from core.extractors.fetch import FetchResult, fetch, header
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-# Where wget's WARC lies in a snapshot folder (core/extractors/wget.py writes it there).
-WGET_WARC = "wget/warc/archive.warc.gz"
+# Where wget's WARC lies in a snapshot folder: as wget writes it (core/extractors/wget.py), or
+# packed by finalizing (an extractor retried on a sealed snapshot reads that one).
+WGET_WARCS = ("wget/warc/archive.warc", "wget/warc/archive.warc.gz")
 # Redirects followed through wget's WARC to the page (wget's own default, --max-redirect).
 MAX_SAVED_REDIRECTS = 20
 # A UTF-16 surrogate on its own: what decoding with some Python codecs can give, and no str
@@ -147,7 +148,7 @@ def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
 
 
 def saved_response(snapshot: HasURL, url: str) -> tuple[FetchResult, bytes] | None:
-    """Return wget's answer to ``url`` from its WARC (WGET_WARC, redirects followed), as a
+    """Return wget's answer to ``url`` from its WARC (WGET_WARCS, redirects followed), as a
     fetch reports one, with its decoded body; None when the snapshot has no such WARC, the WARC
     lacks ``url``, or the final answer is not a success (2xx).
 
@@ -156,8 +157,8 @@ def saved_response(snapshot: HasURL, url: str) -> tuple[FetchResult, bytes] | No
     codings (RFC 9112 §7.1, RFC 9110 §8.4).
     """
     folder = getattr(snapshot, "output_dir", None)
-    warc = Path(folder) / WGET_WARC if folder else None
-    if warc is None or not warc.is_file():
+    warc = _wget_warc(Path(folder)) if folder else None
+    if warc is None:
         return None
     try:
         final = _final_response(warc, url)
@@ -170,7 +171,7 @@ def saved_response(snapshot: HasURL, url: str) -> tuple[FetchResult, bytes] | No
     result = FetchResult(
         outcome=Outcome.SUCCEEDED,
         error="",
-        cmd=["warcio", WGET_WARC],
+        cmd=["warcio", warc.relative_to(folder).as_posix()],
         cmd_version=f"warcio {_warcio_version()}",
         exit_code=0,
         http_status=200,
@@ -179,6 +180,14 @@ def saved_response(snapshot: HasURL, url: str) -> tuple[FetchResult, bytes] | No
         headers=headers,
     )
     return result, body
+
+
+def _wget_warc(folder: Path) -> Path | None:
+    """The WARC of wget's capture in a snapshot ``folder`` (WGET_WARCS), or None."""
+    for name in WGET_WARCS:
+        if (folder / name).is_file():
+            return folder / name
+    return None
 
 
 def _final_response(warc: Path, url: str) -> tuple[str, dict[str, str], bytes] | None:

@@ -159,24 +159,27 @@ def scrub_warc(path: Path, found: Redaction) -> bool:
     compressed = path.name.endswith(".gz")
     output = io.BytesIO()
     writer = WARCWriter(output, gzip=compressed)
-    changed = False
+    records: list[tuple[int, object]] = []  # (offset, its replacement or None), in order
     with open(path, "rb") as stream:
-        records = ArchiveIterator(stream, no_record_parse=False)
-        for record in records:
+        iterator = ArchiveIterator(stream, no_record_parse=False)
+        for record in iterator:
             replacement = _redacted_record(writer, record, found)
-            records.read_to_end(record)
-            offset, length = records.get_record_offset(), records.get_record_length()
+            iterator.read_to_end(record)
+            records.append((iterator.get_record_offset(), replacement))
+        if all(replacement is None for _offset, replacement in records):
+            return False
+        # A record runs to where the next one starts: in an uncompressed WARC, warcio's
+        # record length leaves out the CRLF CRLF that ends it (WARC 1.1 §4).
+        size = os.fstat(stream.fileno()).st_size
+        ends = [offset for offset, _replacement in records[1:]] + [size]
+        for (offset, replacement), end in zip(records, ends, strict=True):
             if replacement is None:
-                position = stream.tell()
                 stream.seek(offset)
-                output.write(stream.read(length))
-                stream.seek(position)
+                output.write(stream.read(end - offset))
             else:
                 writer.write_record(replacement)
-                changed = True
-    if changed:
-        _replace(path, output.getvalue())
-    return changed
+    _replace(path, output.getvalue())
+    return True
 
 
 def _redacted_record(writer: WARCWriter, record, found: Redaction):

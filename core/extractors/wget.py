@@ -26,7 +26,11 @@ from core.extractors.process import CommandResult
 from core.extractors.requisites import Missing, missing_requisites
 
 WARC_DIR = "warc"  # core/folder/wacz.py packages <extractor>/warc/*.warc[.gz]
-WARC_PATH = f"{WARC_DIR}/archive.warc.gz"
+# wget writes its WARC uncompressed, and finalizing packs it (core/services/dedup.py): wget
+# compresses at zlib's level 9, which cost more CPU than all else it does on a page (48 of 67
+# ms a page of the Python docs), and most of a page's records (its requisites, stored once
+# already) become revisits whose payload is never compressed at all.
+WARC_PATH = f"{WARC_DIR}/archive.warc"
 NETWORK_TIMEOUT_MARGIN = 5  # seconds
 # wget --no-verbose logs a saved file as: <date> <time> URL:<url> [<size>] -> "<path>" [1]
 SAVED_LINE = re.compile(r' URL:\S+ \[[^\]]*\] -> "(?P<path>[^"]+)" \[\d+\]$')
@@ -129,7 +133,8 @@ class WgetExtractor(Extractor):
             "--tries=1",  # retries belong to the ArchiveResult's backoff, not to wget
             "--max-redirect=10",
             f"--user-agent={self.user_agent}",
-            f"--warc-file={WARC_PATH.removesuffix('.warc.gz')}",
+            f"--warc-file={WARC_PATH.removesuffix('.warc')}",
+            "--no-warc-compression",
             *persona_arguments(files, "wget"),
             *self.arguments,
             url,

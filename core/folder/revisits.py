@@ -14,9 +14,11 @@ A response made a revisit and back is the same record: its header lines keep the
 values (the revisit's own fields are appended, and removed again), its block is its HTTP
 headers as received followed by the same payload, so even its WARC-Block-Digest comes back.
 
-Only gzipped WARCs with one gzip member per record (ISO 28500 Annex D; wget and warcio write
-them so) are rewritten; ``scan_warc`` returns None for any other, which is then left as it is.
-Nothing here touches the database: core/services/dedup.py decides what to rewrite.
+The WARCs rewritten are gzipped with one gzip member per record (ISO 28500 Annex D; warcio
+writes them so), or uncompressed (wget's, core/extractors/wget.py): ``rewrite_warc`` writes one
+of those as gzipped members, its changes made on the way, so that only what stays in it is
+ever compressed. ``scan_warc`` returns None for any other, which is then left as it is. Nothing here
+touches the database: core/services/dedup.py decides what to rewrite.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import io
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
@@ -121,8 +123,8 @@ Change = ToRevisit | Repoint | ToResponse
 
 def scan_warc(path: Path) -> list[RecordInfo] | None:
     """Return every record of the WARC at ``path``, in order, with each response's payload
-    hashed; None when it cannot be rewritten: not gzipped, several records in one gzip
-    member, or unreadable (the integrity check says what is wrong with it).
+    hashed; None when it cannot be rewritten: several records in one gzip member, or
+    unreadable (the integrity check says what is wrong with it).
 
     A WARC of the strict shape Vellum's tools write is read by core/folder/strict_warc.py (right
     after the integrity check read it, for the price of hashing its bytes); any other by warcio.
@@ -138,9 +140,6 @@ def _scan_with_warcio(path: Path) -> list[RecordInfo] | None:
     records: list[RecordInfo] = []
     try:
         with open(path, "rb") as stream:
-            if stream.read(2) != GZIP_MAGIC:
-                return None
-            stream.seek(0)
             iterator = ArchiveIterator(stream)
             for record in iterator:
                 headers = record.rec_headers
@@ -148,6 +147,9 @@ def _scan_with_warcio(path: Path) -> list[RecordInfo] | None:
                 offset, length = iterator.get_record_offset(), iterator.get_record_length()
                 if records and offset <= records[-1].offset:
                     return None  # records share a gzip member: no record can be cut out
+                if records:  # it runs to where this one starts (warcio's length of an
+                    # uncompressed record leaves out the CRLF CRLF that ends it)
+                    records[-1] = replace(records[-1], length=offset - records[-1].offset)
                 records.append(
                     RecordInfo(
                         rec_type=record.rec_type,
@@ -160,6 +162,9 @@ def _scan_with_warcio(path: Path) -> list[RecordInfo] | None:
                         refers_to=headers.get_header("WARC-Refers-To") or "",
                     )
                 )
+        if records:
+            last = records[-1]
+            records[-1] = replace(last, length=path.stat().st_size - last.offset)
     except (ArchiveLoadFailed, OSError, EOFError, ValueError, gzip.BadGzipFile):
         return None
     return records
@@ -216,6 +221,10 @@ def rewrite_warc(
     changed as each says; return how many were changed. ``records`` is ``scan_warc(path)``
     when the caller has it, of the file as it still is: it is then not read a second time.
 
+    The result is always gzipped, one member per record: an uncompressed ``path`` is packed
+    (its unchanged records compressed as they are), which is why ``output`` then names
+    another file (``<name>.warc.gz``).
+
     Every other record is copied byte for byte; a change that no longer applies (a response
     already a revisit, a revisit already whole) is passed over, so a repeated call changes
     nothing. The result goes to ``output`` (default: ``path`` itself), replaced atomically and
@@ -234,6 +243,7 @@ def rewrite_warc(
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "wb") as out, open(path, "rb") as stream:
+            packing = stream.read(len(GZIP_MAGIC)) != GZIP_MAGIC
             for info in records:
                 change = changes.get(info.record_id)
                 if change is not None and _applies(change, info):
@@ -241,10 +251,10 @@ def rewrite_warc(
                     changed += 1
                 else:
                     stream.seek(info.offset)
-                    _copy(stream, out, info.length)
+                    _copy(stream, out, info.length, compress=packing)
             out.flush()
             os.fsync(out.fileno())
-        if not changed and output is None:
+        if not changed and output is None and not packing:
             temp.unlink()
             return 0
         problems = check_warc(temp)
@@ -329,10 +339,13 @@ def _digest_algorithm(label: str | None) -> str:
     return name if name in hashlib.algorithms_guaranteed else "sha1"
 
 
-def _open_member(stream, offset: int) -> gzip.GzipFile:
-    """The decompressed record starting at ``offset`` (read no further than it needs)."""
+def _open_member(stream, offset: int):
+    """The decompressed record starting at ``offset`` (read no further than it needs): its
+    gzip member, or in an uncompressed WARC the file itself from there."""
     stream.seek(offset)
-    return gzip.GzipFile(fileobj=stream, mode="rb")
+    gzipped = stream.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+    stream.seek(offset)
+    return gzip.GzipFile(fileobj=stream, mode="rb") if gzipped else stream
 
 
 def _read_warc_headers(member) -> tuple[StatusAndHeaders, int]:
@@ -351,7 +364,13 @@ def _read_warc_headers(member) -> tuple[StatusAndHeaders, int]:
     return parser.parse(io.BytesIO(raw)), len(raw)
 
 
-def _copy(stream, out, length: int) -> None:
+def _copy(stream, out, length: int, *, compress: bool = False) -> None:
+    """Copy ``length`` bytes of ``stream`` (one record) to ``out``, as they are or, with
+    ``compress``, as one gzip member of its own."""
+    if compress:
+        with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0) as member:
+            _copy(stream, member, length)
+        return
     while length > 0:
         chunk = stream.read(min(CHUNK, length))
         if not chunk:

@@ -6,7 +6,8 @@ and the check of the WARC the scan's revisits were written to. This reader takes
 wget and warcio's WARCWriter (the recorder, the rewriter) write, and nothing else:
 
 - a gzip file of complete members, one WARC record in each (what replay needs too), and no
-  byte after the last one;
+  byte after the last one; or the same records uncompressed, one after the other (what wget
+  writes with ``--no-warc-compression``, core/extractors/wget.py);
 - each record: a ``WARC/1.0`` or ``WARC/1.1`` line and header fields ending in an empty line,
   every line ending in CRLF, no continuation lines, a Content-Length of ASCII digits, then that
   many bytes of block and the CRLF CRLF that ends a record (WARC 1.1 §4, §5.3);
@@ -45,6 +46,11 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_MEMBER_BYTES = 16 * 1024 * 1024  # decompressed, one record
 GZIP_CHUNK = 64 * 1024  # compressed bytes given to zlib at a time
 GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952 §2.3.1
+STARTS = (GZIP_MAGIC, b"WA")  # a gzip file, or an uncompressed WARC's "WARC/1.x" line
+MAX_HEAD_BYTES = 64 * 1024  # of an uncompressed record's WARC headers, looked for its end in
+# A Content-Length line of an uncompressed record's head, as _fields reads it (any case,
+# ASCII digits): where the record ends. _record then checks the head whole.
+CONTENT_LENGTH = re.compile(rb"\r\ncontent-length[ \t]*:[ \t]*([0-9]+)[ \t]*\r\n", re.IGNORECASE)
 GZIP_WBITS = 31  # zlib's gzip framing: header, deflate data, CRC-32 and size checked at the end
 CRLF, END_OF_HEAD = b"\r\n", b"\r\n\r\n"
 RECORD_END = END_OF_HEAD  # after a record's block too (WARC 1.1 §4)
@@ -104,30 +110,46 @@ def read_strict_warc(path: Path) -> tuple[StrictRecord, ...] | None:
     global _last_read
     with open(path, "rb") as stream:
         magic = stream.read(len(GZIP_MAGIC))
-        if magic != GZIP_MAGIC or os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
+        if magic not in STARTS or os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
             return None
         data = magic + stream.read()
     key = (os.fspath(path), hashlib.blake2b(data, digest_size=32).digest())
     last = _last_read  # once: another thread may replace it meanwhile
     if last is not None and last[0] == key:
         return last[1]
-    records = _read(memoryview(data))
+    records = _read(memoryview(data), gzipped=magic == GZIP_MAGIC)
     _last_read = (key, records)
     return records
 
 
-def _read(data: memoryview) -> tuple[StrictRecord, ...] | None:
-    """The records of the gzip file ``data``, or None (see ``read_strict_warc``)."""
+def _read(data: memoryview, *, gzipped: bool = True) -> tuple[StrictRecord, ...] | None:
+    """The records of the WARC file ``data``, gzipped or not, or None (see
+    ``read_strict_warc``)."""
+    take = _member if gzipped else _plain_record
     records = []
     offset = 0
     try:
         while offset < len(data):
-            member, length = _member(data, offset)
+            member, length = take(data, offset)
             records.append(_record(member, offset, length))
             offset += length
     except _NotStrict:
         return None
     return tuple(records) or None
+
+
+def _plain_record(data: memoryview, offset: int) -> tuple[bytes, int]:
+    """The uncompressed record at ``offset``: its bytes, up to and with the CRLF CRLF that ends
+    it, found from its Content-Length (``_record`` checks the rest)."""
+    whole = data.obj if isinstance(data.obj, bytes) else bytes(data)
+    head_end = whole.find(END_OF_HEAD, offset, offset + MAX_HEAD_BYTES)
+    declared = CONTENT_LENGTH.search(whole, offset, head_end + len(CRLF))
+    if head_end < 0 or declared is None:
+        raise _NotStrict
+    length = head_end - offset + len(END_OF_HEAD) + int(declared[1]) + len(RECORD_END)
+    if length > MAX_MEMBER_BYTES or offset + length > len(whole):
+        raise _NotStrict
+    return whole[offset : offset + length], length
 
 
 def _member(data: memoryview, offset: int) -> tuple[bytes, int]:

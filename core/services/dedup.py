@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from core.folder.wacz import (
 )
 from core.models import ArchiveResult, PayloadRecord, PayloadRevisit, Snapshot
 from core.services.search import snapshot_page_text
+from crawls.models import Crawl
 
 logger = logging.getLogger(__name__)
 
@@ -76,28 +77,50 @@ class DependentsBusy(Exception):
 # --- finalizing ----------------------------------------------------------------------------------
 
 
-def snapshot_deduplicate(*, snapshot: Snapshot) -> WarcRecords:
+def snapshot_deduplicate(
+    *, snapshot: Snapshot, results: Sequence[ArchiveResult] = ()
+) -> WarcRecords:
     """Rewrite the WARCs of ``snapshot`` (in ``finalizing``) so that each response whose
     payload (DEDUP_MIN_BYTES or more) a sealed other snapshot holds in full becomes a revisit
     of it; return the responses left whole that may be referred to, by WARC, for
     ``payloads_record``.
 
-    With DEDUPLICATE off the WARCs are left as they are (their originals are still returned).
+    An uncompressed WARC (wget's) is packed on the way, DEDUPLICATE on or off: written gzipped
+    as ``<name>.warc.gz``, then deleted; the result whose files held it names the packed one
+    (in the database and in ``results``, the caller's copies of the snapshot's results).
+    With DEDUPLICATE off the WARCs are left as they are otherwise (their originals are still
+    returned).
     Repeatable: a WARC rewritten by an earlier attempt keeps its revisits. Raises RevisitError
     or OSError when a WARC cannot be rewritten (finalizing retries).
     """
     folder = snapshot.output_dir
+    results = list(results) or list(snapshot.results.all())
+    for warc in snapshot_warcs(folder):
+        packed = _packed_name(warc)
+        if packed is not None and packed.is_file():
+            # An attempt that crashed after packing it, before deleting it: the packed copy is
+            # whole (it replaced its temporary file only once it read back sound).
+            _packing_done(snapshot, results, warc, packed)
     originals: WarcRecords = {}
     for warc in snapshot_warcs(folder):
-        relative = warc.relative_to(folder).as_posix()
+        packed = _packed_name(warc)
+        relative = (packed or warc).relative_to(folder).as_posix()
         records = scan_warc(warc)
         if records is None:
-            continue  # not rewritable (uncompressed, one gzip member): kept whole, not indexed
+            continue  # not rewritable (several records a gzip member): kept whole, not indexed
         _forget_stale_revisits(snapshot, relative, records)
-        if settings.DEDUPLICATE:
-            records = _deduplicate_warc(snapshot, warc, relative, records)
+        if settings.DEDUPLICATE or packed:
+            records = _deduplicate_warc(snapshot, warc, relative, records, packed=packed)
+        if packed is not None:
+            _packing_done(snapshot, results, warc, packed)
         originals[relative] = [record for record in records if _referable(record)]
     return originals
+
+
+def _packed_name(warc: Path) -> Path | None:
+    """Where an uncompressed WARC (``<name>.warc``, wget's) is packed: ``<name>.warc.gz``;
+    None for a WARC gzipped already."""
+    return warc.with_name(f"{warc.name}.gz") if warc.name.endswith(".warc") else None
 
 
 def _referable(record: RecordInfo) -> bool:
@@ -114,44 +137,87 @@ def _referable(record: RecordInfo) -> bool:
 
 
 def _deduplicate_warc(
-    snapshot: Snapshot, warc: Path, relative: str, records: list[RecordInfo]
+    snapshot: Snapshot,
+    warc: Path,
+    relative: str,
+    records: list[RecordInfo],
+    *,
+    packed: Path | None = None,
 ) -> list[RecordInfo]:
-    """Make revisits of the responses of ``warc`` that sealed snapshots hold; return its
-    records as they are now (the changed ones as revisits)."""
-    own = set(PayloadRecord.objects.filter(snapshot=snapshot).values_list("record_id", flat=True))
-    # A response some revisit already refers to stays whole, whatever else holds its payload.
-    candidates = [r for r in records if _referable(r) and r.record_id not in own]
+    """Make revisits of the responses of ``warc`` that sealed snapshots hold (with DEDUPLICATE
+    on); return its records as they are now (the changed ones as revisits). An uncompressed
+    ``warc`` is written gzipped to ``packed`` (``relative`` names it) and then deleted, whether
+    anything changed or not: what became a revisit is never compressed."""
+    used: dict[str, PayloadRecord] = {}
     for _attempt in range(ATTEMPTS):
-        found = _originals_of({r.payload.sha256 for r in candidates}, exclude=snapshot)
-        used = {
-            r.record_id: found[r.payload.sha256] for r in candidates if r.payload.sha256 in found
-        }
-        if not used:
+        used = _revisits_due(snapshot, records) if settings.DEDUPLICATE else {}
+        if not used and packed is None:
             return records
         changes: dict[str, Change] = {
             record_id: ToRevisit(_as_original(original)) for record_id, original in used.items()
         }
-        temp = warc.with_name(f"{TEMP_PREFIX}dedup-{warc.name}")
+        target = packed or warc
+        temp = target.with_name(f"{TEMP_PREFIX}dedup-{target.name}")
         rewrite_warc(warc, changes, output=temp, records=records)
         try:
-            with transaction.atomic():
-                if not _lock_sealed({original.snapshot_id for original in used.values()}):
-                    continue  # an original's snapshot left meanwhile: look again
-                PayloadRevisit.objects.bulk_create(
-                    PayloadRevisit(
-                        snapshot=snapshot, warc=relative, record_id=record_id, original=original
-                    )
-                    for record_id, original in used.items()
-                )
+            if used and not _record_revisits(snapshot, relative, used):
+                continue  # an original's snapshot left meanwhile: look again
             # The rows are committed first: a crash now leaves rows for whole responses,
             # which the next attempt forgets (_forget_stale_revisits), never the reverse.
-            os.replace(temp, warc)
+            os.replace(temp, target)
         finally:
             temp.unlink(missing_ok=True)
-        logger.info("snapshot %s: %s: %d responses written as revisits", snapshot.pk,
-                    relative, len(used))  # fmt: skip
+        if used:
+            logger.info("snapshot %s: %s: %d responses written as revisits", snapshot.pk,
+                        relative, len(used))  # fmt: skip
         return [_as_revisit(r) if r.record_id in used else r for r in records]
     raise RevisitError(f"{relative}: the originals found kept being removed; try again")
+
+
+def _packing_done(
+    snapshot: Snapshot, results: list[ArchiveResult], warc: Path, packed: Path
+) -> None:
+    """Once ``warc`` is packed: have the result whose files list it name ``packed`` instead,
+    its size and the crawl's bytes (``max_bytes``) counted as stored, then delete ``warc``.
+
+    In that order, so that a crash part-way is finished by the next attempt: a result that
+    names the packed WARC already is left as it is, and nothing is counted twice."""
+    folder = snapshot.output_dir
+    old, new = (path.relative_to(folder).as_posix() for path in (warc, packed))
+    for result in results:
+        if old in result.output_files:
+            shrunk = packed.stat().st_size - warc.stat().st_size
+            result.output_files = [new if name == old else name for name in result.output_files]
+            result.output_size += shrunk
+            with transaction.atomic():  # no transition: the files' names and sizes alone
+                ArchiveResult.objects.filter(pk=result.pk).update(
+                    output_files=result.output_files, output_size=result.output_size
+                )
+                Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(shrunk)
+    warc.unlink()
+
+
+def _revisits_due(snapshot: Snapshot, records: list[RecordInfo]) -> dict[str, PayloadRecord]:
+    """``{record id: original}`` for the responses of ``records`` whose payload a sealed
+    other snapshot holds."""
+    own = set(PayloadRecord.objects.filter(snapshot=snapshot).values_list("record_id", flat=True))
+    # A response some revisit already refers to stays whole, whatever else holds its payload.
+    candidates = [r for r in records if _referable(r) and r.record_id not in own]
+    found = _originals_of({r.payload.sha256 for r in candidates}, exclude=snapshot)
+    return {r.record_id: found[r.payload.sha256] for r in candidates if r.payload.sha256 in found}
+
+
+def _record_revisits(snapshot: Snapshot, relative: str, used: dict[str, PayloadRecord]) -> bool:
+    """Commit a revisit row for each of ``used`` in WARC ``relative``; False (and none) when
+    an original's snapshot is no longer sealed."""
+    with transaction.atomic():
+        if not _lock_sealed({original.snapshot_id for original in used.values()}):
+            return False
+        PayloadRevisit.objects.bulk_create(
+            PayloadRevisit(snapshot=snapshot, warc=relative, record_id=record_id, original=original)
+            for record_id, original in used.items()
+        )
+    return True
 
 
 def _as_original(record: PayloadRecord) -> Original:

@@ -98,7 +98,7 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         if corrupt:
             _send_back(snapshot, results, corrupt)
             return
-        originals = snapshot_deduplicate(snapshot=snapshot)
+        originals = snapshot_deduplicate(snapshot=snapshot, results=results)
         snapshot_keep_unchanged_outputs(snapshot=snapshot, results=results)
         manifest_sha256, signed_by = _write_proofs(snapshot, results)
         content_digest = snapshot_content_digest(snapshot=snapshot)

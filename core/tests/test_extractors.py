@@ -130,7 +130,7 @@ def test_wget_saves_page_requisites_and_a_valid_warc(live_site: LiveSite, out_di
         f"{host}/static/pixel.png",
         f"{host}/static/icon.png",
         f"{host}/static/bg.png",  # found in the stylesheet
-        "warc/archive.warc.gz",
+        "warc/archive.warc",  # uncompressed: finalizing packs it
         "wget.log",
     } <= files_in(out_dir)
     page = (out_dir / output.output).read_text()
@@ -141,7 +141,7 @@ def test_wget_saves_page_requisites_and_a_valid_warc(live_site: LiveSite, out_di
 
 def test_wget_warc_passes_warcio_check(live_site: LiveSite, out_dir: Path) -> None:
     run(WgetExtractor(), live_site.url("/"), out_dir)
-    warc = out_dir / "warc" / "archive.warc.gz"
+    warc = out_dir / "warc" / "archive.warc"
 
     warcio = Path(sys.executable).with_name("warcio")
     check = subprocess.run(

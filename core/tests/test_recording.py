@@ -30,6 +30,7 @@ from core.extractors.errors import Outcome
 from core.extractors.recording import RecordingExtractor
 from core.extractors.screenshot import ScreenshotExtractor
 from core.extractors.wget import WgetExtractor
+from core.folder.revisits import rewrite_warc
 from core.folder.wacz import build_wacz, supplement_warc, validate_wacz
 from core.tests.difficult_site import (
     CLIP_WEBM,
@@ -47,7 +48,8 @@ from core.tests.difficult_site import (
 pytestmark = pytest.mark.browser
 
 RECORDING_WARC = "recording/warc/browser.warc.gz"
-WGET_WARC = "wget/warc/archive.warc.gz"
+WGET_WARC = "wget/warc/archive.warc"  # as wget writes it: finalizing packs it (.gz)
+PACKED_WGET_WARC = "wget/warc/archive.warc.gz"
 # ISO 28500 §5.4: W3C-ISO8601 in UTC ("Z"), to the second or finer.
 WARC_DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
 
@@ -444,6 +446,9 @@ def snapshot_folder(capture: Capture, folder: Path) -> Path:
     """Copy ``capture``'s extractor folders into ``folder``, as a snapshot's."""
     for name in ("screenshot", "recording", "wget"):
         shutil.copytree(capture.folder / name, folder / name)
+    # wget's WARC packed, as finalizing packs it before it packages the WACZ
+    rewrite_warc(folder / WGET_WARC, {}, output=folder / PACKED_WGET_WARC)
+    (folder / WGET_WARC).unlink()
     return folder
 
 
@@ -460,7 +465,7 @@ def test_the_wacz_replays_the_recording_with_wgets_records_of_what_it_lacks(
 
     assert validate_wacz(wacz, timeout=120) == []
     recorded = {r.uri for r in read_warc(folder / RECORDING_WARC) if r.type == "response"}
-    wgets = {r.uri for r in read_warc(folder / WGET_WARC) if r.type == "response"}
+    wgets = {r.uri for r in read_warc(folder / PACKED_WGET_WARC) if r.type == "response"}
     with zipfile.ZipFile(wacz) as archive:
         names = archive.namelist()
         warcs = {name: archive.read(name) for name in names if name.startswith("archive/")}
@@ -474,7 +479,7 @@ def test_the_wacz_replays_the_recording_with_wgets_records_of_what_it_lacks(
     kept = {r.uri for r in kept_records if r.type in ("response", "request")}
     assert kept == wgets - recorded
     # Copied as wget wrote them: its warcinfo and log records too, every digest still true.
-    originals = {r.id: r for r in read_warc(folder / WGET_WARC)}
+    originals = {r.id: r for r in read_warc(folder / PACKED_WGET_WARC)}
     assert [r.type for r in kept_records if r.type not in ("response", "request")] == [
         "warcinfo", "metadata", "resource", "resource"]  # fmt: skip
     assert [(r.id, r.payload, r.digests_ok) for r in kept_records] == [

@@ -139,7 +139,7 @@ def test_a_requisite_that_answers_the_second_time_is_saved_and_not_missing(
     assert 'src="once.png"' in page and 'src="ok.png"' in page  # links point at the saved files
     assert not (out_dir / RETRY_DIR).exists()
     assert (out_dir / "wget.log").is_file() and (out_dir / RETRY_LOG).is_file()
-    assert sorted(p.name for p in (out_dir / "warc").iterdir()) == ["archive.warc.gz"]
+    assert sorted(p.name for p in (out_dir / "warc").iterdir()) == ["archive.warc"]
     assert warc_responses(out_dir)[site.url("/once.png")] == "200"
     assert_warcs_sound(out_dir)
 

@@ -146,9 +146,9 @@ def _deduplicate_warc(
 ) -> list[RecordInfo]:
     """Make revisits of the responses of ``warc`` that sealed snapshots hold (with DEDUPLICATE
     on); return its records as they are now (the changed ones as revisits). An uncompressed
-    ``warc`` is written gzipped to ``packed`` (``relative`` names it) and then deleted, whether
-    anything changed or not: what became a revisit is never compressed."""
-    used: dict[str, PayloadRecord] = {}
+    ``warc`` is written gzipped to ``packed`` (``relative`` names it) whether anything changed
+    or not, so that what became a revisit is never compressed; the caller then deletes it
+    (``_packing_done``)."""
     for _attempt in range(ATTEMPTS):
         used = _revisits_due(snapshot, records) if settings.DEDUPLICATE else {}
         if not used and packed is None:

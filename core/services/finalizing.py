@@ -292,8 +292,10 @@ def _title_from(results: list[ArchiveResult]) -> str:
 
 
 def _remove_temporary(folder: Path) -> None:
-    """Remove working folders left by attempts that crashed (they never count as output)."""
-    for path in folder.glob(f"{TEMP_PREFIX}*"):
+    """Remove working folders left by attempts that crashed (they never count as output), and
+    the temporary files a WARC's rewriting leaves beside it (core/folder/revisits.py) when its
+    process is killed."""
+    for path in [*folder.glob(f"{TEMP_PREFIX}*"), *folder.glob(f"*/warc/{TEMP_PREFIX}*")]:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:

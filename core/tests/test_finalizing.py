@@ -156,3 +156,16 @@ def test_without_a_given_title_the_pages_own_is_the_snapshots() -> None:
     snapshot_check_results(snapshot=snapshot)
 
     assert reloaded(snapshot).title == "Vellum Test Home"
+
+
+def test_what_a_killed_warc_rewrite_left_beside_the_warc_is_removed() -> None:
+    snapshot = finished_snapshot()
+    warcs = snapshot.output_dir / "wget/warc"
+    # mkstemp's file of rewrite_warc, and dedup's renamed one, as a killed actor leaves them
+    (warcs / ".tmp-iiyvbij6.warc.gz").write_bytes(b"\x1f\x8b half a WARC")
+    (warcs / ".tmp-dedup-archive.warc.gz").write_bytes(b"\x1f\x8b half a WARC")
+
+    snapshot_check_results(snapshot=snapshot)
+
+    assert reloaded(snapshot).status == SnapshotStatus.SEALED
+    assert sorted(path.name for path in warcs.iterdir()) == ["archive.warc.gz"]

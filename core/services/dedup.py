@@ -95,15 +95,15 @@ def snapshot_deduplicate(
     """
     folder = snapshot.output_dir
     results = list(results) or list(snapshot.results.all())
+    originals: WarcRecords = {}
     for warc in snapshot_warcs(folder):
         packed = _packed_name(warc)
         if packed is not None and packed.is_file():
             # An attempt that crashed after packing it, before deleting it: the packed copy is
-            # whole (it replaced its temporary file only once it read back sound).
+            # whole (it replaced its temporary file only once it read back sound), and comes
+            # next in this list (sorted: ``<name>.warc`` before ``<name>.warc.gz``).
             _packing_done(snapshot, results, warc, packed)
-    originals: WarcRecords = {}
-    for warc in snapshot_warcs(folder):
-        packed = _packed_name(warc)
+            continue
         relative = (packed or warc).relative_to(folder).as_posix()
         records = scan_warc(warc)
         if records is None:

@@ -77,9 +77,7 @@ class DependentsBusy(Exception):
 # --- finalizing ----------------------------------------------------------------------------------
 
 
-def snapshot_deduplicate(
-    *, snapshot: Snapshot, results: Sequence[ArchiveResult] = ()
-) -> WarcRecords:
+def snapshot_deduplicate(*, snapshot: Snapshot, results: Sequence[ArchiveResult]) -> WarcRecords:
     """Rewrite the WARCs of ``snapshot`` (in ``finalizing``) so that each response whose
     payload (DEDUP_MIN_BYTES or more) a sealed other snapshot holds in full becomes a revisit
     of it; return the responses left whole that may be referred to, by WARC, for
@@ -94,7 +92,6 @@ def snapshot_deduplicate(
     or OSError when a WARC cannot be rewritten (finalizing retries).
     """
     folder = snapshot.output_dir
-    results = list(results) or list(snapshot.results.all())
     originals: WarcRecords = {}
     for warc in snapshot_warcs(folder):
         packed = _packed_name(warc)
@@ -175,7 +172,7 @@ def _deduplicate_warc(
 
 
 def _packing_done(
-    snapshot: Snapshot, results: list[ArchiveResult], warc: Path, packed: Path
+    snapshot: Snapshot, results: Sequence[ArchiveResult], warc: Path, packed: Path
 ) -> None:
     """Once ``warc`` is packed: have the result whose files list it name ``packed`` instead,
     its size and the crawl's bytes (``max_bytes``) counted as stored, then delete ``warc``.

@@ -96,8 +96,8 @@ def test_an_attempt_that_crashed_after_packing_is_finished(dedup_site) -> None:
     )
     Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(plain_size - packed_size)
 
-    snapshot_deduplicate(snapshot=snapshot)
-    snapshot_deduplicate(snapshot=snapshot)  # and again: nothing more changes
+    snapshot_deduplicate(snapshot=snapshot, results=[wget])
+    snapshot_deduplicate(snapshot=snapshot, results=[wget])  # and again: nothing more changes
 
     wget.refresh_from_db()
     assert not (folder / PLAIN).exists()

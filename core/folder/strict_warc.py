@@ -143,8 +143,10 @@ def _plain_record(data: memoryview, offset: int) -> tuple[bytes, int]:
     it, found from its Content-Length (``_record`` checks the rest)."""
     whole = data.obj if isinstance(data.obj, bytes) else bytes(data)
     head_end = whole.find(END_OF_HEAD, offset, offset + MAX_HEAD_BYTES)
+    if head_end < 0:
+        raise _NotStrict
     declared = CONTENT_LENGTH.search(whole, offset, head_end + len(CRLF))
-    if head_end < 0 or declared is None:
+    if declared is None:
         raise _NotStrict
     length = head_end - offset + len(END_OF_HEAD) + int(declared[1]) + len(RECORD_END)
     if length > MAX_MEMBER_BYTES or offset + length > len(whole):

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from django.conf import settings
-from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from core.extractors.base import Extractor, ExtractorOutput, HasURL
 from core.extractors.credentials import Credentials
 from core.extractors.errors import Outcome
 from core.extractors.fetch import FetchResult, fetch, header
+from core.extractors.warc_index import file_identity, warc_index
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -133,10 +133,34 @@ def fetch_page(
         remove(body_path)
 
 
+# The page last read from a saved WARC in this process, by the WARC's file and the URL: the
+# extractors that read a snapshot's page one after the other in one actor (title, favicon,
+# htmltotext...) decode it, and parse it (``Page.tree``), once. What they are given is shared:
+# none of them changes it.
+_last_saved_page: tuple[tuple, tuple[FetchResult, Page | None] | None] | None = None
+
+
 def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
     """Return the page as wget saved it (``saved_response`` for ``snapshot.url``), and the page
     when that response is HTML; or None when wget did not save it (the caller then fetches it,
-    and classifies the failure as a fetch does)."""
+    and classifies the failure as a fetch does). Read once per process for each WARC file
+    and URL (``_last_saved_page``)."""
+    global _last_saved_page
+    folder = getattr(snapshot, "output_dir", None)
+    warc = _wget_warc(Path(folder)) if folder else None
+    try:
+        key = (file_identity(warc), snapshot.url) if warc is not None else None
+    except OSError:  # gone since: saved_response finds no WARC either
+        key = None
+    if key is not None and _last_saved_page is not None and _last_saved_page[0] == key:
+        return _last_saved_page[1]
+    page = _read_saved_page(snapshot)
+    if key is not None:
+        _last_saved_page = (key, page)
+    return page
+
+
+def _read_saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
     saved = saved_response(snapshot, snapshot.url)
     if saved is None:
         return None
@@ -195,31 +219,35 @@ def _final_response(warc: Path, url: str) -> tuple[str, dict[str, str], bytes] |
     ``warc``, following up to MAX_SAVED_REDIRECTS redirects; None if the chain leaves the WARC
     or ends in anything but a 2xx.
 
-    One pass, stopping at the page: wget writes each hop of a redirect, then the page, before
-    the page's requisites. Raises ValueError when the decoded body is larger than
-    MAX_DOWNLOAD_BYTES (a gzip bomb): the caller then fetches the page, and curl's bound says
-    why it failed.
+    Looked up in the WARC's index (core/extractors/warc_index.py), in file order: wget writes
+    each hop of a redirect, then the page, before the page's requisites. Raises ValueError
+    when the decoded body is larger than MAX_DOWNLOAD_BYTES (a gzip bomb): the caller then
+    fetches the page, and curl's bound says why it failed; ArchiveLoadFailed when the WARC
+    is corrupt before the page is found in it.
     """
     limit = settings.MAX_DOWNLOAD_BYTES
     wanted, hops = {url, _with_root_path(url)}, 0
-    with open(warc, "rb") as stream:
-        for record in ArchiveIterator(stream):
-            uri = record.rec_headers.get_header("WARC-Target-URI")
-            if record.rec_type != "response" or record.http_headers is None or uri not in wanted:
+    index = warc_index(warc)
+    for record in index.records:
+        if record.type != "response" or record.status is None or record.uri not in wanted:
+            continue
+        with index.open_record(record) as found:
+            if found.http_headers is None:
                 continue
-            status = int(record.http_headers.get_statuscode() or 0)
-            headers = dict(record.http_headers.headers)
+            headers = dict(found.http_headers.headers)
             location = header(headers, "Location")
-            if 300 <= status < 400 and location and hops < MAX_SAVED_REDIRECTS:
-                target = urljoin(uri, location)
+            if 300 <= record.status < 400 and location and hops < MAX_SAVED_REDIRECTS:
+                target = urljoin(record.uri, location)
                 wanted, hops = {target, _with_root_path(target)}, hops + 1
                 continue
-            if not 200 <= status < 300:
+            if not 200 <= record.status < 300:
                 return None
-            body = record.content_stream().read(limit + 1)
-            if len(body) > limit:
-                raise ValueError(f"{uri}: decoded body larger than {limit} bytes")
-            return uri, headers, body
+            body = found.content_stream().read(limit + 1)
+        if len(body) > limit:
+            raise ValueError(f"{record.uri}: decoded body larger than {limit} bytes")
+        return record.uri, headers, body
+    if index.error is not None:
+        raise index.error  # the page may lie past what could be read
     return None
 
 

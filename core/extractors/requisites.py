@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from warcio.archiveiterator import ArchiveIterator
-from warcio.exceptions import ArchiveLoadFailed
-
 from core.extractors.addresses import Refusal
 from core.extractors.errors import Outcome, classify_http_status
+from core.extractors.warc_index import warc_index
 
 # Lines of a --no-verbose log that are not a network failure's message: the command line (the
 # log's first line, core/extractors/process.py), a saved file or an error (both start with the
@@ -89,21 +87,22 @@ def missing_requisites(
 
 
 def _read_warc(warc: Path) -> tuple[list[str], dict[str, int]]:
-    """Return the URLs requested, in order and once each, and the last status each got."""
+    """Return the URLs requested, in order and once each, and the last status each got; none
+    of either when the WARC cannot be read to its end (core/extractors/warc_index.py says
+    what that finds)."""
+    try:
+        index = warc_index(warc)
+    except OSError:
+        return [], {}
+    if index.error is not None:
+        return [], {}
     requests: dict[str, None] = {}
     statuses: dict[str, int] = {}
-    try:
-        with open(warc, "rb") as stream:
-            for record in ArchiveIterator(stream):
-                url = record.rec_headers.get_header("WARC-Target-URI")
-                if record.rec_type == "request" and url:
-                    requests[url] = None
-                elif record.rec_type == "response" and url and record.http_headers is not None:
-                    code = record.http_headers.get_statuscode()
-                    if code.isdigit():
-                        statuses[url] = int(code)
-    except (OSError, ArchiveLoadFailed):
-        return [], {}
+    for record in index.records:
+        if record.type == "request" and record.uri:
+            requests[record.uri] = None
+        elif record.type == "response" and record.uri and record.status is not None:
+            statuses[record.uri] = record.status
     return list(requests), statuses
 
 

@@ -25,7 +25,7 @@ refused, and hand it back (237 of 1,037 claims on 200 pages of one host; none no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from django.db import connection, models, transaction
@@ -34,6 +34,8 @@ from django.utils import timezone
 from orchestrator.prepared import (
     compile_ahead,
     compile_by_pk,
+    pk_type,
+    prepared_exists,
     prepared_records,
     record_by_pk,
     with_related,
@@ -100,7 +102,6 @@ def claim_next_with_companions(
             lease_seconds=lease_seconds,
             lease_fields=lease_fields,
             related=related,
-            now=now,
         )
         return [record, *others]
 
@@ -133,7 +134,7 @@ def claim_next_with_companions(
     # found nothing, each after waiting for SQLite's write lock and making every writer wait
     # meanwhile. Work that becomes due after this read pings this actor's listener, which
     # holds the wake-up until it next waits (orchestrator/wakeups.py).
-    if not _candidates(model, fields, now, limit):
+    if not _any_candidate(model, fields, now, limit):
         return []
     with transaction.atomic():
         for candidate in _candidates(model, fields, now, limit):
@@ -145,21 +146,24 @@ def claim_next_with_companions(
 
 def claim_companions(
     first: models.Model,
-    candidates: models.QuerySet,
+    candidates: models.QuerySet | Sequence[models.Model],
     *,
     lease_seconds: Callable[[models.Model], float],
     lease_fields: tuple[str, ...] = (),
     related: tuple[str, ...] = (),
-    now: datetime | None = None,
 ) -> list[models.Model]:
-    """Claim the records of ``candidates`` that are due at ``now`` (default: the current time),
-    in claim order, to run one after the other after ``first``, which this actor holds with a
-    lease ending ``first.retry_at``; return them loaded with ``related``.
+    """Claim the records of ``candidates``, in claim order, to run one after the other after
+    ``first``, which this actor holds with a lease ending ``first.retry_at``; return them
+    loaded with ``related``.
 
-    Due, not claimable: what a model holds back from a claim (an archive result of a host that
-    runs as many as it may) was asked of ``first``, and the companions run in its place, one
-    after the other in this actor. Held back by the count ``first`` itself just made, they would
-    be claimed one by one by other actors later, each loading the page again.
+    ``candidates`` says which may be taken (orchestrator/work.py): due ones, or ones that
+    wait for ``first`` alone and will be runnable once it ends; a queryset, or its rows read
+    already, in claim order, with CLAIM_FIELDS and ``lease_fields`` (and on PostgreSQL locked
+    ``FOR UPDATE SKIP LOCKED``: ``companion_rows``). Not claimable: what a model
+    holds back from a claim (an archive result of a host that runs as many as it may) was asked
+    of ``first``, and the companions run in its place, one after the other in this actor. Held
+    back by the count ``first`` itself just made, they would be claimed one by one by other
+    actors later, each loading the page again.
 
     The lease of each ends at the end of the one before it plus ``lease_seconds`` of itself
     (the k-th: ``first.retry_at`` + the lease times of companions 1 to k). Each is taken by
@@ -167,13 +171,12 @@ def claim_companions(
     SKIP LOCKED``: one that another actor holds or is claiming is left to it. Run it in the
     transaction that claimed ``first``, so that no other claim comes between.
     """
-    if candidates.query.is_empty():
-        return []  # ``none()``: most records bring no companions; spare building the query
-    now = now or timezone.now()
-    fields = CLAIM_FIELDS + lease_fields
-    rows = candidates.due(now).claim_order().only(*fields)
-    if connection.vendor == "postgresql":
-        rows = rows.select_for_update(skip_locked=True, of=("self",))
+    if isinstance(candidates, models.QuerySet):
+        if candidates.query.is_empty():
+            return []  # ``none()``: most records bring no companions; spare building the query
+        rows = companion_rows(candidates, CLAIM_FIELDS + lease_fields)
+    else:
+        rows = candidates
     lease_end = first.retry_at
     won = []
     with transaction.atomic():
@@ -181,9 +184,17 @@ def claim_companions(
             end = lease_end + timedelta(seconds=lease_seconds(row))
             if _compare_and_set(row, end):
                 lease_end = end
-                won.append(row.pk)
-        by_pk = with_related(candidates.model.objects.all(), related).in_bulk(won)
-    return [by_pk[pk] for pk in won]
+                won.append(row)
+        return [record_by_pk(type(row), row.pk, related) for row in won]
+
+
+def companion_rows(candidates: models.QuerySet, fields: tuple[str, ...]) -> models.QuerySet:
+    """``candidates`` as ``claim_companions`` reads them: in claim order, with ``fields``
+    only, and on PostgreSQL locked ``FOR UPDATE SKIP LOCKED`` (run it in a transaction)."""
+    rows = candidates.claim_order().only(*fields)
+    if connection.vendor == "postgresql":
+        rows = rows.select_for_update(skip_locked=True, of=("self",))
+    return rows
 
 
 def reload_claimed(
@@ -192,9 +203,23 @@ def reload_claimed(
     """Return ``record`` loaded afresh with ``related`` if it still holds the lease ending
     ``lease_end`` and is runnable (its model's ``runnable()``: still active, no hold pauses it,
     nothing it waits for unfinished), else None: a companion claimed minutes ago is checked
-    so before it starts."""
-    fresh = type(record).objects.runnable().filter(pk=record.pk, retry_at=lease_end)
-    return with_related(fresh, related).first()
+    so before it starts. Compiled once per process (orchestrator/prepared.py): building the
+    statement, the model's runnable filter with ``related`` joined in, took 30 times as long
+    as running it."""
+    model = type(record)
+    found = prepared_records(*_reload_query(model, related), record.pk, lease_end)
+    return found[0] if found else None
+
+
+def _reload_query(
+    model: type[models.Model], related: tuple[str, ...]
+) -> tuple[str, Callable[..., models.QuerySet]]:
+    """The key and build of ``reload_claimed``'s statement."""
+
+    def build(pk, lease_end: datetime) -> models.QuerySet:
+        return with_related(model.objects.runnable().filter(pk=pk, retry_at=lease_end), related)
+
+    return f"reload claimed {model._meta.label} with {related}", build
 
 
 def hand_back(
@@ -258,6 +283,13 @@ def _candidates(
     return prepared_records(*_candidates_query(model, fields, limit, skip_locked, variant), now)
 
 
+def _any_candidate(model: type[models.Model], fields: tuple[str, ...], now: datetime, limit: int):
+    """Whether ``_candidates`` would find any: the same statement asked ``EXISTS``, which
+    SQLite ends at the first row it finds rather than reading them all to sort them."""
+    variant = model.objects.claimable_variant()
+    return prepared_exists(*_candidates_query(model, fields, limit, False, variant), now)
+
+
 def _candidates_query(
     model: type[models.Model],
     fields: tuple[str, ...],
@@ -283,15 +315,19 @@ def compile_claims(
     lease_fields: tuple[str, ...] = (),
     related: tuple[str, ...] = (),
     admitted: bool = False,
+    companions: bool = False,
 ) -> None:
     """Compile ahead the statements a claim of ``model`` runs on this database (its
-    candidates, and the load of the record won), as ``claim_next_with_companions`` would with
-    these arguments (``admitted``: with an ``admit``), without running them."""
+    candidates, the load of the record won and, with ``companions``, the reload of a
+    companion before it runs), as ``claim_next_with_companions`` would with these arguments
+    (``admitted``: with an ``admit``), without running them."""
     limit, skip_locked = _claim_shape(admitted=admitted)
     variant = model.objects.claimable_variant()
     query = _candidates_query(model, CLAIM_FIELDS + lease_fields, limit, skip_locked, variant)
     compile_ahead(*query, (datetime,))
     compile_by_pk(model, related)
+    if companions:
+        compile_ahead(*_reload_query(model, related), (pk_type(model), datetime))
 
 
 def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:

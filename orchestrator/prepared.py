@@ -314,10 +314,15 @@ def record_by_pk(model: type[models.Model], pk, related: tuple[str, ...] = ()) -
 def compile_by_pk(model: type[models.Model], related: tuple[str, ...] = ()) -> None:
     """Compile ``record_by_pk(model, pk, related)`` ahead (``compile_ahead``), for the type
     of ``model``'s primary key values (that of the field it refers to, for a relation)."""
+    compile_ahead(_by_pk_key(model, related), by_pk(model, related), (pk_type(model),))
+
+
+def pk_type(model: type[models.Model]) -> type:
+    """The Python type of ``model``'s primary key values (that of the field it refers to, for
+    a relation): the argument type under which a query by key is compiled."""
     pk = model._meta.pk
     field = pk.target_field if pk.is_relation else pk
-    pk_type = next((kind for base, kind in PK_TYPES if isinstance(field, base)), str)
-    compile_ahead(_by_pk_key(model, related), by_pk(model, related), (pk_type,))
+    return next((kind for base, kind in PK_TYPES if isinstance(field, base)), str)
 
 
 def _by_pk_key(model: type[models.Model], related: tuple[str, ...]) -> str:

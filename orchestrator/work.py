@@ -9,11 +9,15 @@ of them instead of once per actor (DESIGN.md §4).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from core.extractors.preloading import preload
 from core.extractors.registry import EXTRACTORS, get_extractor, profile_lazy_imports
@@ -23,8 +27,9 @@ from core.services.crawls import crawl_tick
 from core.services.results import result_admit, result_tick
 from core.services.snapshots import snapshot_tick
 from crawls.models import Crawl
-from orchestrator.claims import compile_claims
-from orchestrator.prepared import compile_declared
+from orchestrator.claims import CLAIM_FIELDS, companion_rows, compile_claims
+from orchestrator.prepared import Statement, compile_declared
+from orchestrator.retries import next_poll
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class WorkType:
     lease_fields: tuple[str, ...] = ()  # what lease_seconds reads of a candidate
     related: tuple[str, ...] = ()  # joined in when the claimed record is loaded
     # The records to claim with a claimed one and run right after it (None: none ever)
-    companions: Callable[[models.Model], models.QuerySet] | None = None
+    companions: Callable[[models.Model], models.QuerySet | Sequence[models.Model]] | None = None
     # How a companion is ticked (None: as ``tick``): it runs in the slot its claim's first
     # record took, so a per-host limit does not hold it back.
     companion_tick: Callable[[models.Model], None] | None = None
@@ -63,6 +68,7 @@ class WorkType:
             lease_fields=self.lease_fields,
             related=self.related,
             admitted=self.admit is not None,
+            companions=self.companions is not None,
         )
         compile_declared(self.name)
 
@@ -77,19 +83,76 @@ def _copy_lease(_copy) -> float:
 
 
 def _result_lease(result) -> float:
-    """An archive result is owned for its extractor's timeout plus a margin."""
-    return get_extractor(result.extractor).timeout + settings.LEASE_MARGIN
+    """An archive result is owned for its extractor's timeout plus a margin, and never for
+    less than twice POLL_INTERVAL: a lease must lie past the next poll of a waiting record,
+    which is what tells the two apart when a step's end makes its waiting readers due
+    (ArchiveResult.announce, WorkQuerySet.wake), as LEASE_SECONDS does for the others."""
+    own = get_extractor(result.extractor).timeout + settings.LEASE_MARGIN
+    return max(own, 2 * settings.POLL_INTERVAL)
 
 
-def _visit_companions(result: ArchiveResult) -> models.QuerySet:
-    """The same snapshot's other results whose extractor shares the browser's visit, when
-    ``result``'s does (none otherwise); claims.claim_companions takes the due ones."""
-    sharing = [extractor.name for extractor in EXTRACTORS if extractor.shares_visit]
-    if result.extractor not in sharing:
-        return ArchiveResult.objects.none()
-    return ArchiveResult.objects.filter(
-        snapshot_id=result.snapshot_id, extractor__in=sharing
-    ).exclude(pk=result.pk)
+VISIT_SHARING = tuple(extractor.name for extractor in EXTRACTORS if extractor.shares_visit)
+# Extractor -> the extractors that read its output (``Extractor.depends_on``): wget's WARC is
+# read by title, favicon and the other page readers.
+READERS = {
+    name: tuple(reader.name for reader in EXTRACTORS if name in reader.depends_on)
+    for name in (extractor.name for extractor in EXTRACTORS)
+}
+# What a result's lease is worked out from (``_result_lease``), with what every claim reads.
+RESULT_CLAIM_FIELDS = (*CLAIM_FIELDS, "extractor")
+
+
+def _visit_rows(snapshot_id: uuid.UUID, pk: int, now: datetime) -> models.QuerySet:
+    due = ArchiveResult.objects.filter(snapshot_id=snapshot_id, extractor__in=VISIT_SHARING)
+    return companion_rows(due.exclude(pk=pk).due(now), RESULT_CLAIM_FIELDS)
+
+
+def _reader_rows(extractor: str, snapshot_id: uuid.UUID, not_leased: datetime) -> models.QuerySet:
+    readers = ArchiveResult.objects.filter(
+        snapshot_id=snapshot_id, extractor__in=READERS[extractor]
+    )
+    return companion_rows(readers.waiting_only_for(extractor, not_leased), RESULT_CLAIM_FIELDS)
+
+
+# Compiled once (orchestrator/prepared.py): built with Django's ORM at every claim, they cost
+# more than the rest of the claim.
+VISIT_COMPANIONS = Statement(
+    "visit companions", _visit_rows, (uuid.UUID, int, datetime), actors=("archiveresult",)
+)
+WAITING_READERS = {
+    name: Statement(
+        f"readers waiting for {name}",
+        partial(_reader_rows, name),
+        (uuid.UUID, datetime),
+        actors=("archiveresult",),
+    )
+    for name, readers in READERS.items()
+    if readers
+}
+
+
+def _result_companions(result: ArchiveResult) -> list[ArchiveResult]:
+    """What a result actor claims with ``result`` (claims.claim_companions), to run right
+    after it, as rows in claim order: the same snapshot's due results whose extractor shares
+    the browser's visit, when ``result``'s does (DESIGN.md §4); then its readers that wait for
+    it alone (``waiting_only_for``), whose reading of what it saved is then this process's
+    second look at files it has just written (wget's WARC: core/extractors/warc_index.py),
+    and which no other actor claims one by one when it ends (``_companion_tick`` says how each
+    starts)."""
+    now = timezone.now()
+    rows = []
+    if result.extractor in VISIT_SHARING:
+        rows += VISIT_COMPANIONS.records(result.snapshot_id, result.pk, now)
+    if result.extractor in WAITING_READERS:
+        rows += WAITING_READERS[result.extractor].records(result.snapshot_id, next_poll(now))
+    return rows
+
+
+def _companion_tick(result: ArchiveResult) -> None:
+    """Tick a companion: one that shares the visit keeps the place on its host that the
+    claim's first result took (it loads no page of its own); a reader starts under the host's
+    limit as any result does, and one the host does not take then is handed back."""
+    result_tick(result=result, keeps_host_slot=result.extractor in VISIT_SHARING)
 
 
 def _preload_extractors() -> None:
@@ -110,8 +173,8 @@ def work_types() -> dict[str, WorkType]:
         WorkType(
             "archiveresult", ArchiveResult, lambda r: result_tick(result=r), _result_lease,
             "ACTORS_ARCHIVERESULT", lease_fields=("extractor",), related=("snapshot__crawl",),
-            companions=_visit_companions,
-            companion_tick=lambda r: result_tick(result=r, keeps_host_slot=True),
+            companions=_result_companions,
+            companion_tick=_companion_tick,
             admit=lambda r: result_admit(result=r),
             prepare=_preload_extractors,
         ),

@@ -19,7 +19,7 @@ from core.models.snapshots import Snapshot
 from crawls.choices import CrawlStatus, StepBehaviour
 from orchestrator.models import WorkItem, WorkQuerySet
 from orchestrator.prepared import Statement
-from orchestrator.wakeups import notify_due
+from orchestrator.retries import next_poll
 
 STOPPED_PREFIX = "stopped: "  # the reason of a result skipped because a blocking step failed
 
@@ -29,14 +29,29 @@ class ArchiveResultQuerySet(WorkQuerySet):
 
     def runnable(self) -> ArchiveResultQuerySet:
         """Active results of started snapshots of crawls that are not held (a re-archived
-        snapshot's results wait until it starts, behind the disk guard and the window)."""
-        runnable = (
+        snapshot's results wait until it starts, behind the disk guard and the window), and
+        that wait for no step still to finish."""
+        return self._held_by_nothing().exclude(self._waiting_on_dependencies())
+
+    def waiting_only_for(self, extractor: str, not_leased=None) -> ArchiveResultQuerySet:
+        """Results that wait for the step ``extractor`` and nothing else, their snapshot and
+        crawl held by nothing: runnable the moment that step ends. The actor that claims the
+        step takes them with it (orchestrator/work.py), to run right after it. Under no lease:
+        ``retry_at`` no later than ``not_leased`` (default: the next poll from now; a lease
+        lies further ahead, orchestrator/retries.py ``next_poll``)."""
+        return self._held_by_nothing().filter(
+            status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF],
+            depends_on=f",{extractor},",
+            retry_at__lte=not_leased or next_poll(),
+        )
+
+    def _held_by_nothing(self) -> ArchiveResultQuerySet:
+        return (
             super()
             .runnable()
             .filter(snapshot__status=SnapshotStatus.STARTED)
             .exclude(snapshot__crawl__status=CrawlStatus.HELD)
         )
-        return runnable.exclude(self._waiting_on_dependencies())
 
     @staticmethod
     def _waiting_on_dependencies() -> models.Q:
@@ -173,24 +188,34 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
 
     @classmethod
     def for_step(cls, snapshot: Snapshot, step) -> ArchiveResult:
-        """A new queued result (unsaved) running ``step`` (a crawls.profiles.PlannedStep)."""
+        """A new queued result (unsaved) running ``step`` (a crawls.profiles.PlannedStep).
+
+        One that waits for other steps (``depends_on``, created with it and not final yet) is
+        due at its next poll, not now: the end of what it waits for makes it due at once
+        (``announce``), and until then no claim has to look at it. The poll is the safety net.
+        """
+        now = timezone.now()
         return cls(
             snapshot=snapshot,
             extractor=step.extractor,
             behaviour=step.behaviour,
             depends_on=f",{','.join(step.depends_on)}," if step.depends_on else "",
             priority=snapshot.priority,
-            retry_at=timezone.now(),
+            retry_at=next_poll(now) if step.depends_on else now,
         )
 
     def announce(self) -> None:
-        """A result's end wakes only the results that wait for it (``depends_on``): its
-        snapshot is woken by the last of its results (core/services/results.py), and waking
-        the orchestrator for every result would cost more than it gives."""
+        """A result's end makes due the results that wait for it (``depends_on``), in the
+        transaction that saves it, and wakes the idle actors once it commits: its snapshot is
+        woken by the last of its results (core/services/results.py), and waking the
+        orchestrator for every result would cost more than it gives."""
         if self.retry_at is not None:
             super().announce()
         elif self.unblocks_others():
-            notify_due(self._meta.model_name)
+            waiting = _waiting_for(self.snapshot_id, f",{self.extractor},")
+            # Not one running (a re-run's reader): making it due would let another actor
+            # recover it as if its worker had died.
+            waiting.filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF]).wake()
 
     def unblocks_others(self) -> bool:
         """True when a result of the same snapshot that is not final waits for this one."""

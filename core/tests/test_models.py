@@ -14,8 +14,9 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Snapshot
-from crawls.choices import CrawlStatus
+from crawls.choices import CrawlStatus, StepBehaviour
 from crawls.models import Crawl
+from crawls.profiles import PlannedStep
 
 pytestmark = pytest.mark.django_db
 
@@ -634,3 +635,145 @@ def test_output_dir_is_the_snapshot_folder(settings) -> None:
     snapshot = make_snapshot()
 
     assert snapshot.output_dir == settings.ARCHIVE_DIR / str(snapshot.pk)
+
+
+# --- results that wait for others ----------------------------------------------------------------
+
+
+def test_for_step_makes_a_step_that_waits_due_at_the_next_poll_and_one_that_does_not_now(
+    settings,
+) -> None:
+    settings.POLL_INTERVAL = 30
+    snapshot = make_snapshot(SnapshotStatus.STARTED, priority=3)
+    before = timezone.now()
+
+    waiting = ArchiveResult.for_step(snapshot, PlannedStep("title", depends_on=("wget", "dom")))
+    alone = ArchiveResult.for_step(snapshot, PlannedStep("wget", behaviour=StepBehaviour.BLOCKING))
+
+    after = timezone.now()
+    poll = timedelta(seconds=30)
+    assert waiting.depends_on == ",wget,dom,"
+    assert before + poll <= waiting.retry_at <= after + poll
+    assert alone.depends_on == ""
+    assert before <= alone.retry_at <= after
+    assert alone.behaviour == StepBehaviour.BLOCKING
+    assert (waiting.priority, alone.priority) == (3, 3)
+    assert waiting.pk is None and alone.pk is None  # unsaved
+
+
+def wget_ended(snapshot: Snapshot, how: str) -> ArchiveResult:
+    """Run snapshot's wget result to a final state by its transitions (``how``: succeed, fail),
+    saved; return it."""
+    wget = make_result(ResultStatus.QUEUED, snapshot, extractor="wget", retry_at=timezone.now())
+    wget.start()
+    if how == "succeed":
+        wget.succeed(output=run_output(), files=["warc/page.warc.gz"], size=10)
+    else:
+        wget.fail(error="404 Not Found")
+    wget.save()
+    return wget
+
+
+@pytest.mark.parametrize("how", ["succeed", "fail"])
+def test_the_end_of_a_result_makes_due_the_results_waiting_for_it_that_are_not_leased(
+    settings, how: str
+) -> None:
+    settings.POLL_INTERVAL = 30
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    poll = timezone.now() + timedelta(seconds=30)  # as for_step makes them
+    lease = timezone.now() + timedelta(seconds=1234)  # another actor's
+    title = make_result(snapshot=snapshot, extractor="title", depends_on=",wget,", retry_at=poll)
+    both = make_result(snapshot=snapshot, extractor="media", depends_on=",wget,dom,", retry_at=poll)
+    leased = make_result(
+        snapshot=snapshot, extractor="favicon", depends_on=",wget,", retry_at=lease
+    )
+    other_step = make_result(
+        snapshot=snapshot, extractor="readability", depends_on=",dom,", retry_at=poll
+    )
+    other_snapshot = make_result(extractor="title", depends_on=",wget,", retry_at=poll)
+    make_result(ResultStatus.STARTED, snapshot, extractor="dom", retry_at=lease)  # running
+    before = timezone.now()
+
+    wget_ended(snapshot, how)
+
+    after = timezone.now()
+    for woken in (title, both):  # both: due, though still not runnable until dom ends
+        assert before <= reloaded(woken).retry_at <= after
+    assert reloaded(leased).retry_at == lease  # its actor's lease stands
+    assert reloaded(other_step).retry_at == poll
+    assert reloaded(other_snapshot).retry_at == poll
+    assert reloaded(title) in ArchiveResult.objects.due()
+    assert reloaded(both) not in ArchiveResult.objects.due()
+
+
+def test_a_result_that_backs_off_wakes_none_of_the_results_waiting_for_it(settings) -> None:
+    settings.POLL_INTERVAL = 30
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    poll = timezone.now() + timedelta(seconds=30)
+    title = make_result(snapshot=snapshot, extractor="title", depends_on=",wget,", retry_at=poll)
+    wget = make_result(ResultStatus.QUEUED, snapshot, extractor="wget", retry_at=timezone.now())
+
+    wget.start()
+    wget.save()
+    wget.back_off(error="timed out", delay=60)
+    wget.save()
+
+    assert reloaded(title).retry_at == poll
+
+
+def test_waiting_only_for_takes_results_waiting_for_that_step_alone_and_not_leased(
+    settings,
+) -> None:
+    settings.POLL_INTERVAL = 30
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    now = timezone.now()
+    poll = now + timedelta(seconds=30)
+    title = make_result(snapshot=snapshot, extractor="title", depends_on=",wget,", retry_at=poll)
+    backoff = make_result(
+        ResultStatus.BACKOFF, snapshot, extractor="favicon", depends_on=",wget,", retry_at=now
+    )
+    make_result(snapshot=snapshot, extractor="media", depends_on=",wget,dom,", retry_at=poll)
+    make_result(snapshot=snapshot, extractor="readability", depends_on=",dom,", retry_at=poll)
+    make_result(
+        ResultStatus.SUCCEEDED, snapshot, extractor="outlinks", depends_on=",wget,", retry_at=None
+    )
+    make_result(
+        snapshot=snapshot,
+        extractor="htmltotext",
+        depends_on=",wget,",
+        retry_at=now + timedelta(seconds=1234),  # leased
+    )
+    make_result(  # its worker died, its lease ran out: recovered by a claim of its own
+        ResultStatus.STARTED,
+        extractor="title",
+        depends_on=",wget,",
+        retry_at=now - timedelta(seconds=1),
+    )
+    held = make_crawl(CrawlStatus.HELD)
+    make_result(
+        snapshot=make_snapshot(SnapshotStatus.STARTED, held),
+        extractor="title",
+        depends_on=",wget,",
+        retry_at=poll,
+    )
+
+    assert set(ArchiveResult.objects.waiting_only_for("wget")) == {title, backoff}
+    # ``not_leased``: the moment past which a retry_at is a lease.
+    assert set(ArchiveResult.objects.waiting_only_for("wget", now)) == {backoff}
+
+
+def test_the_end_of_a_result_leaves_a_running_reader_under_its_lease(settings) -> None:
+    """A reader started again (a retry) while what it reads was re-run: its lease may lie
+    within the next poll near its end, and making it due would let another actor recover it
+    as if its worker had died."""
+    settings.POLL_INTERVAL = 30
+    snapshot = make_snapshot(SnapshotStatus.STARTED)
+    ending = timezone.now() + timedelta(seconds=10)  # the last seconds of its lease
+    running = make_result(
+        ResultStatus.STARTED, snapshot, extractor="title", depends_on=",wget,", retry_at=ending
+    )
+
+    wget_ended(snapshot, "succeed")
+
+    assert reloaded(running).retry_at == ending
+    assert reloaded(running).status == ResultStatus.STARTED

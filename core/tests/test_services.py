@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 from model_bakery import baker
 
@@ -110,11 +111,16 @@ def test_start_creates_one_queued_result_per_extractor_of_the_profile() -> None:
     results = list(snapshot.results.order_by("pk"))
     assert [r.extractor for r in results] == default_profile()
     assert len(results) == 6
+    poll = timedelta(seconds=settings.POLL_INTERVAL)
     for result in results:
         assert result.status == ResultStatus.QUEUED
         assert result.priority == 2
         assert result.attempts == 0
-        assert before <= result.retry_at <= timezone.now()
+        if result.depends_on:  # due when what it waits for ends, at its next poll at the latest
+            assert before + poll <= result.retry_at <= timezone.now() + poll
+        else:
+            assert before <= result.retry_at <= timezone.now()
+    assert {r.extractor for r in results if r.depends_on} >= {"title"}
 
 
 @pytest.mark.parametrize("package", [True, False])

@@ -32,6 +32,8 @@ from model_bakery import baker
 
 from archive.testing import shared_database_url
 from core.choices import ResultStatus, SnapshotStatus
+from core.extractors.base import ExtractorOutput
+from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Snapshot
 from core.tests.site import LiveSite
 from core.tests.test_hosts import result_on, snapshot_on
@@ -41,8 +43,9 @@ from crawls.seeds import normalize_url
 from orchestrator.actor import Actor
 from orchestrator.claimlog import read_events, read_holds
 from orchestrator.claims import claim_companions, claim_next_with_companions, reload_claimed
+from orchestrator.retries import next_poll
 from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum
-from orchestrator.work import WorkType, work_types
+from orchestrator.work import WorkType, _companion_tick, work_types
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -550,6 +553,247 @@ def test_companions_stopped_by_a_failed_blocking_step_are_not_run(settings) -> N
     assert {reloaded(results[n]).status for n in ("pdf", "dom")} == {ResultStatus.SKIPPED}
     holds = read_holds(settings.LOGS_DIR / "claims.jsonl")
     assert [hold.ended_by for hold in holds] == ["release"] * 3
+
+
+# --- the readers of a step -----------------------------------------------------------------------
+
+POLL = 30  # long enough that a reader made as for_step makes it is still not due at its claim
+
+
+@pytest.fixture
+def long_poll(settings) -> timedelta:
+    settings.POLL_INTERVAL = POLL
+    return timedelta(seconds=POLL)
+
+
+def waiting_readers(
+    snapshot: Snapshot, *names: str, depends_on: str = ",wget,", **fields
+) -> dict[str, ArchiveResult]:
+    """One queued result per extractor of ``names`` waiting for ``depends_on``, due at the next
+    poll as ``ArchiveResult.for_step`` makes it (a second apart, the first soonest), unless
+    ``fields`` say otherwise."""
+    poll = next_poll()
+    return {
+        name: baker.make(
+            ArchiveResult,
+            snapshot=snapshot,
+            extractor=name,
+            depends_on=depends_on,
+            **{"retry_at": poll - timedelta(seconds=len(names) - index), **fields},
+        )
+        for index, name in enumerate(names)
+    }
+
+
+def lease_seconds_of(result: ArchiveResult) -> timedelta:
+    return timedelta(seconds=results_kind().lease_seconds(result))
+
+
+def test_a_wget_claim_takes_the_readers_waiting_for_it_alone_with_leases_end_to_end(
+    long_poll: timedelta,
+) -> None:
+    snapshot = started_snapshot()
+    due_results(snapshot, "wget")
+    readers = waiting_readers(snapshot, "favicon", "title")  # favicon's turn comes first
+    before = timezone.now()
+
+    claimed = claim()
+
+    after = timezone.now()
+    assert [r.extractor for r in claimed] == ["wget", "favicon", "title"]
+    wget, favicon, title = (r.retry_at for r in claimed)
+    own = lease_seconds_of(claimed[0])
+    assert before + own <= wget <= after + own
+    assert favicon == wget + lease_seconds_of(readers["favicon"])  # after wget's, its own
+    assert title == favicon + lease_seconds_of(readers["title"])
+    for result in claimed:
+        stored = reloaded(result)
+        assert stored.retry_at == result.retry_at
+        assert stored.status == ResultStatus.QUEUED
+    assert claim() == []  # every one of them held by this claim
+
+
+def test_a_result_lease_lies_past_the_next_poll_however_short_its_timeout(settings) -> None:
+    """A lease shorter than the poll would look like a waiting record's next poll, which the
+    end of the step it waits for makes due at once."""
+    settings.POLL_INTERVAL = POLL
+    settings.EXTRACTOR_OPTIONS = {"title": {"timeout": 5}, "wget": {"timeout": 200}}
+    snapshot = started_snapshot()
+    title, wget = (
+        baker.make(ArchiveResult, snapshot=snapshot, extractor=name) for name in ("title", "wget")
+    )
+
+    assert results_kind().lease_seconds(title) == 2 * POLL  # not 5 + MARGIN
+    assert results_kind().lease_seconds(wget) == 200 + MARGIN
+
+
+def test_a_reader_waiting_for_more_another_snapshots_or_another_actors_is_not_taken(
+    long_poll: timedelta,
+) -> None:
+    snapshot = started_snapshot()
+    due_results(snapshot, "wget")
+    baker.make(ArchiveResult, snapshot=snapshot, extractor="dom", retry_at=next_poll())
+    title = waiting_readers(snapshot, "title")["title"]
+    more = waiting_readers(snapshot, "media", depends_on=",wget,dom,")["media"]
+    theirs = timezone.now() + timedelta(seconds=1234)
+    leased = waiting_readers(snapshot, "favicon", retry_at=theirs)["favicon"]
+    done = waiting_readers(snapshot, "outlinks", status=ResultStatus.SUCCEEDED, retry_at=None)[
+        "outlinks"
+    ]
+    elsewhere = waiting_readers(started_snapshot(), "title")["title"]
+
+    claimed = claim()
+
+    assert [r.extractor for r in claimed] == ["wget", "title"]
+    assert claimed[1].pk == title.pk
+    for untouched in (more, leased, done, elsewhere):
+        assert reloaded(untouched).retry_at == untouched.retry_at
+
+
+def test_a_claim_of_a_step_nobody_reads_takes_no_readers(long_poll: timedelta) -> None:
+    snapshot = started_snapshot()
+    due_results(snapshot, "headers")
+    theirs = timezone.now() + timedelta(seconds=1234)
+    baker.make(  # another actor runs wget
+        ArchiveResult,
+        snapshot=snapshot,
+        extractor="wget",
+        status=ResultStatus.STARTED,
+        retry_at=theirs,
+    )
+    readers = waiting_readers(snapshot, "title", "favicon")
+
+    claimed = claim()
+
+    assert [r.extractor for r in claimed] == ["headers"]
+    for reader in readers.values():
+        assert reloaded(reader).retry_at == reader.retry_at
+    assert claim() == []  # they wait for wget
+
+
+def test_a_dom_claim_takes_the_visit_sharers_then_its_reader(long_poll: timedelta) -> None:
+    snapshot = started_snapshot()
+    due_results(snapshot, "dom", "screenshot")
+    readability = waiting_readers(snapshot, "readability", depends_on=",dom,")["readability"]
+    waiting_readers(snapshot, "title")  # wget's reader: not dom's
+
+    claimed = claim()
+
+    assert [r.extractor for r in claimed] == ["dom", "screenshot", "readability"]
+    assert claimed[2].pk == readability.pk
+    assert claimed[2].retry_at == claimed[1].retry_at + lease_seconds_of(readability)
+
+
+def ticks_recorded(ends_first: Callable[[ArchiveResult], None]):
+    """An actor of archive results whose tick (``ends_first``, then recorded) and companion tick
+    record what ran, and the list they record it in."""
+    ran: list[tuple[str, str]] = []
+
+    def first(result: ArchiveResult) -> None:
+        ends_first(result)
+        ran.append(("first", result.extractor))
+
+    kind = dataclasses.replace(
+        results_kind(),
+        tick=first,
+        companion_tick=lambda result: ran.append(("companion", result.extractor)),
+    )
+    return Actor(kind, idle_exit=0), ran
+
+
+def test_the_actor_runs_the_readers_of_wget_right_after_it_as_companions(
+    settings, long_poll: timedelta
+) -> None:
+    snapshot = started_snapshot()
+    due_results(snapshot, "wget")
+    waiting_readers(snapshot, "title", "favicon")
+
+    def succeed(result: ArchiveResult) -> None:  # wget's end, as its tick records it
+        assert result.status == ResultStatus.STARTED  # by its claim (result_admit)
+        result.succeed(output=ExtractorOutput(outcome=Outcome.SUCCEEDED), files=[], size=0)
+        result.save()
+
+    actor, ran = ticks_recorded(succeed)
+
+    assert actor.tick() is True
+
+    assert ran == [("first", "wget"), ("companion", "title"), ("companion", "favicon")]
+    holds = read_holds(settings.LOGS_DIR / "claims.jsonl")
+    assert [hold.ended_by for hold in holds] == ["release"] * 3
+
+
+def test_the_readers_of_a_wget_that_did_not_end_are_handed_back_not_run(
+    long_poll: timedelta,
+) -> None:
+    snapshot = started_snapshot()
+    due_results(snapshot, "wget")
+    readers = waiting_readers(snapshot, "title", "favicon")
+
+    def back_off(result: ArchiveResult) -> None:
+        result.back_off(error="timed out", delay=600)
+        result.save()
+
+    actor, ran = ticks_recorded(back_off)
+
+    assert actor.tick() is True
+
+    after = timezone.now()
+    assert ran == [("first", "wget")]
+    for reader in readers.values():
+        stored = reloaded(reader)
+        assert stored.status == ResultStatus.QUEUED
+        assert stored.retry_at <= after  # its lease given back
+    assert claim() == []  # still waiting for wget
+
+
+@pytest.mark.parametrize(("running", "favicon_starts"), [(2, False), (1, True)])
+def test_a_reader_starts_under_its_hosts_limit_a_visit_sharer_in_its_firsts_place(
+    settings, running: int, favicon_starts: bool
+) -> None:
+    """favicon asks the host for its icon; title reads wget's WARC and asks it nothing; the
+    screenshot is the visit the claim's first result took a place for. The extractors are
+    turned off: a result that starts is then skipped, one handed back stays queued."""
+    settings.HOST_CONCURRENCY = 2
+    settings.EXTRACTOR_OPTIONS = {
+        **settings.EXTRACTOR_OPTIONS,
+        **{name: {"enabled": False} for name in ("favicon", "title", "screenshot")},
+    }
+    for _ in range(running):  # other pages of the host
+        result_on("full.example", status=ResultStatus.STARTED, extractor="wget")
+    snapshot = snapshot_on("full.example")
+    baker.make(
+        ArchiveResult,
+        snapshot=snapshot,
+        extractor="wget",
+        status=ResultStatus.SUCCEEDED,
+        retry_at=None,
+    )
+    lease = timezone.now() + timedelta(seconds=300)  # claimed as companions
+    companions = {
+        name: baker.make(
+            ArchiveResult,
+            snapshot=snapshot,
+            extractor=name,
+            depends_on="" if name == "screenshot" else ",wget,",
+            retry_at=lease,
+        )
+        for name in ("favicon", "title", "screenshot")
+    }
+
+    for result in companions.values():
+        _companion_tick(ArchiveResult.objects.select_related("snapshot__crawl").get(pk=result.pk))
+
+    after = timezone.now()
+    favicon = reloaded(companions["favicon"])
+    if favicon_starts:
+        assert (favicon.status, favicon.attempts) == (ResultStatus.SKIPPED, 1)
+    else:
+        assert (favicon.status, favicon.attempts) == (ResultStatus.QUEUED, 0)
+        assert favicon.retry_at <= after  # handed back, due for whoever finds the host free
+    for name in ("title", "screenshot"):
+        stored = reloaded(companions[name])
+        assert (stored.status, stored.attempts) == (ResultStatus.SKIPPED, 1), name
+        assert stored.error == "disabled in EXTRACTOR_OPTIONS"
 
 
 # --- end to end ----------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ of colliding (DESIGN.md §3).
 
 A record may bring companions: records best run by the same actor right after it (the same
 snapshot's screenshot, pdf, dom and singlefile capture the one page the actor's browser loaded,
-DESIGN.md §4). ``claim_next_with_companions`` claims them in the same transaction as the record,
-each by the same compare-and-set (and SKIP LOCKED), with leases laid end to end: the k-th
+DESIGN.md §4; title and favicon read the WARC wget wrote, orchestrator/work.py).
+``claim_next_with_companions`` claims them in the same transaction as the record, each by the
+same compare-and-set (and SKIP LOCKED), with leases laid end to end: the k-th
 companion's lease ends where the one before it ends plus its own lease time, so every record
 stays owned until the actor, running them one after the other, can have reached its end. A
 companion another actor holds is not taken; one the actor does not start is handed back
@@ -283,7 +284,9 @@ def _candidates(
     return prepared_records(*_candidates_query(model, fields, limit, skip_locked, variant), now)
 
 
-def _any_candidate(model: type[models.Model], fields: tuple[str, ...], now: datetime, limit: int):
+def _any_candidate(
+    model: type[models.Model], fields: tuple[str, ...], now: datetime, limit: int
+) -> bool:
     """Whether ``_candidates`` would find any: the same statement asked ``EXISTS``, which
     SQLite ends at the first row it finds rather than reading them all to sort them."""
     variant = model.objects.claimable_variant()

@@ -4,7 +4,9 @@ for archive results, the companions an actor claims with a record (orchestrator/
 An archive result whose extractor shares the browser's visit (``Extractor.shares_visit``: the
 screenshot, pdf, dom and singlefile) comes with the same snapshot's other claimable results that
 share it: one actor runs them one after the other, so its browser loads the page once for all
-of them instead of once per actor (DESIGN.md §4).
+of them instead of once per actor (DESIGN.md §4). A wget result comes with the readers that
+wait for it alone (title, favicon, htmltotext...): they read its WARC right after it, in the
+same process, where the WARC's index and the parsed page are at hand.
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ def claim_next_with_companions(
 
 def claim_companions(
     first: models.Model,
-    candidates: models.QuerySet | Sequence[models.Model],
+    candidates: Sequence[models.Model],
     *,
     lease_seconds: Callable[[models.Model], float],
     lease_fields: tuple[str, ...] = (),
@@ -157,10 +157,10 @@ def claim_companions(
     ``first``, which this actor holds with a lease ending ``first.retry_at``; return them
     loaded with ``related``.
 
-    ``candidates`` says which may be taken (orchestrator/work.py): due ones, or ones that
-    wait for ``first`` alone and will be runnable once it ends; a queryset, or its rows read
-    already, in claim order, with CLAIM_FIELDS and ``lease_fields`` (and on PostgreSQL locked
-    ``FOR UPDATE SKIP LOCKED``: ``companion_rows``). Not claimable: what a model
+    ``candidates`` are the rows that may be taken (orchestrator/work.py): due ones, or ones
+    that wait for ``first`` alone and will be runnable once it ends; read in this transaction,
+    in claim order, with CLAIM_FIELDS and ``lease_fields`` (and on PostgreSQL locked ``FOR
+    UPDATE SKIP LOCKED``), as ``companion_rows`` reads a queryset. Not claimable: what a model
     holds back from a claim (an archive result of a host that runs as many as it may) was asked
     of ``first``, and the companions run in its place, one after the other in this actor. Held
     back by the count ``first`` itself just made, they would be claimed one by one by other
@@ -172,16 +172,10 @@ def claim_companions(
     SKIP LOCKED``: one that another actor holds or is claiming is left to it. Run it in the
     transaction that claimed ``first``, so that no other claim comes between.
     """
-    if isinstance(candidates, models.QuerySet):
-        if candidates.query.is_empty():
-            return []  # ``none()``: most records bring no companions; spare building the query
-        rows = companion_rows(candidates, CLAIM_FIELDS + lease_fields)
-    else:
-        rows = candidates
     lease_end = first.retry_at
     won = []
     with transaction.atomic():
-        for row in rows:
+        for row in candidates:
             end = lease_end + timedelta(seconds=lease_seconds(row))
             if _compare_and_set(row, end):
                 lease_end = end

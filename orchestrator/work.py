@@ -45,8 +45,9 @@ class WorkType:
     concurrency_setting: str
     lease_fields: tuple[str, ...] = ()  # what lease_seconds reads of a candidate
     related: tuple[str, ...] = ()  # joined in when the claimed record is loaded
-    # The records to claim with a claimed one and run right after it (None: none ever)
-    companions: Callable[[models.Model], models.QuerySet | Sequence[models.Model]] | None = None
+    # The records to claim with a claimed one and run right after it
+    # (rows in claim order, as claims.companion_rows reads them; None: none ever)
+    companions: Callable[[models.Model], Sequence[models.Model]] | None = None
     # How a companion is ticked (None: as ``tick``): it runs in the slot its claim's first
     # record took, so a per-host limit does not hold it back.
     companion_tick: Callable[[models.Model], None] | None = None
@@ -97,8 +98,9 @@ VISIT_SHARING = tuple(extractor.name for extractor in EXTRACTORS if extractor.sh
 # Extractor -> the extractors that read its output (``Extractor.depends_on``): wget's WARC is
 # read by title, favicon and the other page readers.
 READERS = {
-    name: tuple(reader.name for reader in EXTRACTORS if name in reader.depends_on)
-    for name in (extractor.name for extractor in EXTRACTORS)
+    read.name: readers
+    for read in EXTRACTORS
+    if (readers := tuple(reader.name for reader in EXTRACTORS if read.name in reader.depends_on))
 }
 # What a result's lease is worked out from (``_result_lease``), with what every claim reads.
 RESULT_CLAIM_FIELDS = (*CLAIM_FIELDS, "extractor")
@@ -128,8 +130,7 @@ WAITING_READERS = {
         (uuid.UUID, datetime),
         actors=("archiveresult",),
     )
-    for name, readers in READERS.items()
-    if readers
+    for name in READERS
 }
 
 

@@ -154,14 +154,14 @@ def saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
         key = None
     if key is not None and _last_saved_page is not None and _last_saved_page[0] == key:
         return _last_saved_page[1]
-    page = _read_saved_page(snapshot)
+    page = _read_saved_page(Path(folder), warc, snapshot.url) if warc is not None else None
     if key is not None:
         _last_saved_page = (key, page)
     return page
 
 
-def _read_saved_page(snapshot: HasURL) -> tuple[FetchResult, Page | None] | None:
-    saved = saved_response(snapshot, snapshot.url)
+def _read_saved_page(folder: Path, warc: Path, url: str) -> tuple[FetchResult, Page | None] | None:
+    saved = _saved_response_in(folder, warc, url)
     if saved is None:
         return None
     result, body = saved
@@ -184,6 +184,11 @@ def saved_response(snapshot: HasURL, url: str) -> tuple[FetchResult, bytes] | No
     warc = _wget_warc(Path(folder)) if folder else None
     if warc is None:
         return None
+    return _saved_response_in(Path(folder), warc, url)
+
+
+def _saved_response_in(folder: Path, warc: Path, url: str) -> tuple[FetchResult, bytes] | None:
+    """``saved_response`` from ``warc``, wget's WARC in the snapshot ``folder``."""
     try:
         final = _final_response(warc, url)
     except (ArchiveLoadFailed, OSError, ValueError):

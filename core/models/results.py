@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -212,15 +213,16 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         if self.retry_at is not None:
             super().announce()
         elif self.unblocks_others():
-            waiting = _waiting_for(self.snapshot_id, f",{self.extractor},")
-            # Not one running (a re-run's reader): making it due would let another actor
-            # recover it as if its worker had died.
-            waiting.filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF]).wake()
+            _waiting_for(self.snapshot_id, f",{self.extractor},", next_poll()).wake()
 
     def unblocks_others(self) -> bool:
-        """True when a result of the same snapshot that is not final waits for this one."""
+        """True when a result of the same snapshot waits for this one and only for its next
+        poll: not one under lease (a reader its actor claimed with this one, which runs it
+        next), nor one running (a re-run's reader, which another actor would then recover as
+        if its worker had died). The readers an actor claims with wget make this false, and
+        their wake-up costs a prepared read, no update."""
         waiting = f",{self.extractor},"
-        return WAITING_FOR_ONE.exists(self.snapshot_id, waiting)
+        return WAITING_FOR_ONE.exists(self.snapshot_id, waiting, next_poll())
 
     @property
     def waits_for(self) -> list[str]:
@@ -398,15 +400,19 @@ class ArchiveResult(ConcurrentTransitionMixin, WorkItem):
         self.missing = list(output.missing)
 
 
-def _waiting_for(snapshot_id: uuid.UUID, pattern: str) -> models.QuerySet:
-    """The results of snapshot ``snapshot_id`` that are not final and whose ``depends_on``
-    holds ``pattern`` (``,<extractor>,``)."""
-    return ArchiveResult.objects.active().filter(
-        snapshot_id=snapshot_id, depends_on__contains=pattern
+def _waiting_for(snapshot_id: uuid.UUID, pattern: str, not_leased: datetime) -> models.QuerySet:
+    """The results of snapshot ``snapshot_id`` that wait to run (queued or backed off) and
+    for ``pattern`` (``,<extractor>,`` in their ``depends_on``), under no lease: ``retry_at``
+    no later than ``not_leased``, their next poll (a lease lies further ahead)."""
+    return ArchiveResult.objects.filter(
+        snapshot_id=snapshot_id,
+        status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF],
+        depends_on__contains=pattern,
+        retry_at__lte=not_leased,
     )
 
 
 # Run by the result actors as each result ends (``unblocks_others``).
 WAITING_FOR_ONE = Statement(
-    "results waiting for one", _waiting_for, (uuid.UUID, str), actors=("archiveresult",)
+    "results waiting for one", _waiting_for, (uuid.UUID, str, datetime), actors=("archiveresult",)
 )

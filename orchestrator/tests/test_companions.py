@@ -316,7 +316,7 @@ def test_claim_companions_of_an_empty_set_takes_nothing() -> None:
     first = claim_next_with_companions(ArchiveResult, lease_seconds=results_kind().lease_seconds)[0]
     kind = results_kind()
 
-    taken = claim_companions(first, ArchiveResult.objects.none(), lease_seconds=kind.lease_seconds)
+    taken = claim_companions(first, [], lease_seconds=kind.lease_seconds)
 
     assert taken == []
     assert reloaded(first).retry_at == first.retry_at

@@ -149,7 +149,9 @@ else:
 
 if _database["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers (web, status) work while an actor writes; IMMEDIATE transactions take the
-    # write lock up front so two writers queue on the busy timeout instead of failing mid-way.
+    # write lock up front so two writers queue instead of failing mid-way, and Vellum's queue on a
+    # lock file first, woken as it frees rather than polling SQLite (archive/backends/sqlite3).
+    _database["ENGINE"] = "archive.backends.sqlite3"
     _database["OPTIONS"] = {
         "timeout": SQLITE_BUSY_TIMEOUT,
         "transaction_mode": "IMMEDIATE",

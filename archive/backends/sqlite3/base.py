@@ -1,0 +1,152 @@
+"""SQLite, its writers queued on a lock file beside the database rather than on its busy timeout.
+
+SQLite lets one writer in at a time. A connection that finds the write lock taken retries in
+its busy handler, which sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50 and then 100 ms between
+tries (sqlite3.c, ``sqliteDefaultBusyCallback``) and is not woken when the lock is released.
+Vellum's actors write in many short transactions (DESIGN.md §3: a claim, a start, a record),
+each holding the lock for about a millisecond, and the sleeps added up: archiving 200 pages,
+``BEGIN IMMEDIATE`` waited 6 ms on average, 11 s of the four result actors' 88 s and 8 s of the
+snapshot actors' 44 s (bench/throughput.py, issue 19).
+
+So every transaction first takes an exclusive ``flock(2)`` on ``<database>-writer.lock`` and
+keeps it until it commits or rolls back: waiting writers then take turns as the lock frees,
+within a fraction of a millisecond. The lock only orders the writers; SQLite's own lock still
+guards the data. A writer that is not Vellum's, or one that waited SQLITE_BUSY_TIMEOUT for the
+lock file, goes on to ``BEGIN IMMEDIATE`` and SQLite's busy handler as before, so the worst case
+is what it was: "database is locked" after the timeout. The kernel drops the lock of a process
+that dies. Threads of one process share one lock (a flock belongs to an open file, which
+they share): the first to begin takes it, the last to end releases it, and between them SQLite
+orders the threads as before. A forked child opens its own.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+
+from django.db.backends.sqlite3 import base
+
+# Seconds between two tries of a lock another process holds: short beside a transaction's
+# millisecond, and a try is one system call.
+RETRY_SECONDS = (0.0001, 0.0002, 0.0005, 0.001)
+
+
+class WriterLock:
+    """This process's exclusive flock on one lock file, counted across its connections."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+        self._holders = 0
+        self._guard = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def acquire(self, timeout: float) -> None:
+        """Take the lock, waiting up to ``timeout`` seconds for another process to release it;
+        past that, go on without it (SQLite's busy timeout then rules). Raises OSError when the
+        lock file cannot be opened."""
+        with self._guard:
+            self._holders += 1
+            if self._holders > 1:
+                return  # another connection of this process holds it
+            try:
+                self._take(timeout)
+            except BaseException:
+                self._holders -= 1
+                raise
+
+    def release(self) -> None:
+        """Release one hold; the last one unlocks the file."""
+        with self._guard:
+            if self._holders == 0:
+                return
+            self._holders -= 1
+            if self._holders == 0 and self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _take(self, timeout: float) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        deadline = time.monotonic() + timeout
+        for attempt in range(1 << 62):
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(RETRY_SECONDS[min(attempt, len(RETRY_SECONDS) - 1)])
+
+    def _forget(self) -> None:
+        """In a forked child: the inherited file and its lock are the parent's."""
+        self._guard = threading.Lock()
+        self._holders = 0
+        if self._fd is not None:
+            os.close(self._fd)  # closing this copy leaves the parent's lock as it is
+            self._fd = None
+
+
+_locks: dict[Path, WriterLock] = {}
+_locks_guard = threading.Lock()
+
+
+def writer_lock(database: Path) -> WriterLock:
+    """The WriterLock of the SQLite database file ``database`` (one per process)."""
+    path = database.with_name(f"{database.name}-writer.lock")
+    with _locks_guard:
+        if path not in _locks:
+            _locks[path] = WriterLock(path)
+        return _locks[path]
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    """Django's SQLite backend whose transactions take the writer lock first (module docstring).
+
+    An in-memory database has no other process to queue with, and takes none.
+    """
+
+    _holds_writer_lock = False
+
+    def _start_transaction_under_autocommit(self) -> None:
+        lock = self._writer_lock()
+        if lock is None:
+            super()._start_transaction_under_autocommit()
+            return
+        lock.acquire(timeout=self.settings_dict["OPTIONS"].get("timeout", 5))
+        self._holds_writer_lock = True
+        try:
+            super()._start_transaction_under_autocommit()
+        except BaseException:
+            self._release_writer_lock()
+            raise
+
+    def _commit(self):
+        try:
+            return super()._commit()
+        finally:
+            self._release_writer_lock()
+
+    def _rollback(self):
+        try:
+            return super()._rollback()
+        finally:
+            self._release_writer_lock()
+
+    def _close(self):
+        try:
+            return super()._close()
+        finally:
+            self._release_writer_lock()
+
+    def _writer_lock(self) -> WriterLock | None:
+        if self.is_in_memory_db():
+            return None
+        return writer_lock(Path(self.settings_dict["NAME"]))
+
+    def _release_writer_lock(self) -> None:
+        if self._holds_writer_lock:
+            self._holds_writer_lock = False
+            self._writer_lock().release()

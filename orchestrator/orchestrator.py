@@ -77,6 +77,7 @@ class Orchestrator:
         self.next_retry_at: datetime | None = None  # the soonest retry_at ahead (last tick)
         self.spawned = 0
         self.compiled: set[str] = set()  # kinds whose statements this process compiled
+        self.to_compile: list[str] = []  # kinds whose compilation was not tried yet
         self.crashed = 0
         self.disk_held = False
         self.shutting_down = False  # set once shutdown() signals the actors
@@ -106,12 +107,13 @@ class Orchestrator:
                 logger.warning("cannot LISTEN for other machines' wake-ups: %s", error)
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
+        self.to_compile = list(self.kinds)
         if not self._passing:
-            # One that stays (supervisord's) compiles every kind's statements now, as it would
-            # before its first actor of each: the first crawl it is handed (add --wait) does
-            # not wait some 50 ms for them between its steps.
-            for name in self.kinds:
-                self._compile(name)
+            # One that stays (supervisord's) compiles every kind's statements now: the first
+            # crawl it is handed (add --wait) does not wait some 50 ms for them between its
+            # steps. One that passes (add --wait's) compiles them while it waits (``wait``).
+            while self.to_compile:
+                self._compile(self.to_compile[0])
         limits = ", ".join(f"{name} {kind.concurrency}" for name, kind in self.kinds.items())
         logger.info("orchestrator started (pid %d); actors at most: %s", os.getpid(), limits)
 
@@ -167,10 +169,30 @@ class Orchestrator:
         return len(self.actors[kind]) < self.kinds[kind].concurrency
 
     def wait(self) -> Wake:
-        """Wait until something may need a tick (see the module's docstring); return it."""
+        """Wait until something may need a tick (see the module's docstring); return it.
+
+        While kinds are left to compile, it compiles one at a time, each only when nothing is
+        waiting: the compilation fills time otherwise spent waiting for the actors.
+        """
+        while self.to_compile:
+            wake = self._listen(0)
+            if not wake.timed_out:
+                return wake
+            self._compile(self._next_to_compile())
+        return self._listen(self.pause())
+
+    def _next_to_compile(self) -> str:
+        """The kind to compile next: the first, in pipeline order, of those no actor runs yet
+        (the next actors forked are of these), else the first left."""
+        idle = [name for name in self.to_compile if not self.actors[name]]
+        return (idle or self.to_compile)[0]
+
+    def _listen(self, timeout: float) -> Wake:
+        """Wait up to ``timeout`` seconds for a wake-up, an actor's exit or another machine's
+        ping; return what came (``last_wake``)."""
         running = {process.sentinel: process for process in self.running()}
         database = [self.database_listener.fileno()] if self.database_listener else []
-        wake = self.listener.wait(self.pause(), also=[*running, *database])
+        wake = self.listener.wait(timeout, also=[*running, *database])
         for fd in wake.ready:
             if fd in running:
                 # Its sentinel closes as it exits, a moment before it can be reaped.
@@ -270,23 +292,24 @@ class Orchestrator:
 
     def spawn(self, name: str) -> BaseProcess:
         """Fork one actor of kind ``name`` (orchestrator/forking.py); it logs to
-        logs/actors.log. Before the first, compile what actors of that kind run, which each
-        then inherits (``WorkType.compile_statements``)."""
-        self._compile(name)
-        process = start_actor(name)
+        logs/actors.log. Actors forked once their kind is compiled here inherit its statements
+        compiled (``WorkType.compile_statements``); one forked before compiles them itself as
+        it starts, while this process goes on (``wait``)."""
+        process = start_actor(name, compiled=name in self.compiled)
         self.actors[name].append(process)
         self.spawned += 1
         logger.debug("forked %s actor pid %d", name, process.pid)
         return process
 
     def _compile(self, name: str) -> None:
-        """Compile what actors of kind ``name`` run (``WorkType.compile_statements``), once."""
-        if name not in self.compiled:
-            try:
-                self.kinds[name].compile_statements()
-                self.compiled.add(name)
-            except Exception:  # the actor compiles them itself; the next spawn tries again
-                logger.exception("could not compile what %s actors run", name)
+        """Compile what actors of kind ``name`` run (``WorkType.compile_statements``), once:
+        a failure is logged and not tried again (each actor then compiles them itself)."""
+        self.to_compile.remove(name)
+        try:
+            self.kinds[name].compile_statements()
+            self.compiled.add(name)
+        except Exception:
+            logger.exception("could not compile what %s actors run", name)
 
     def reap(self) -> None:
         """Forget actors that exited; count and log the ones that crashed (health check)."""

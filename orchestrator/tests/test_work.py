@@ -1,8 +1,10 @@
 """The kinds of work (orchestrator/work.py): what an actor of each kind prepares as it starts,
-and what the orchestrator compiles for it before forking it."""
+and who compiles its statements: the orchestrator while it waits, or an actor forked before."""
 
 from __future__ import annotations
 
+import gc
+import os
 import signal
 
 import pytest
@@ -14,7 +16,9 @@ from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator import prepared
 from orchestrator.actor import Actor
+from orchestrator.forking import start_actor
 from orchestrator.orchestrator import Orchestrator
+from orchestrator.wakeups import DUE, ping
 from orchestrator.work import WorkType, work_types
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -111,28 +115,92 @@ def test_actors_find_every_statement_they_run_compiled_by_the_orchestrator(
     }
 
 
-def test_the_orchestrator_compiles_a_kind_before_its_first_actor_only(
-    settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    settings.ACTOR_IDLE_EXIT = 0.1  # the actors find nothing due and leave
-    compiled = []
+def recording_compilations(monkeypatch: pytest.MonkeyPatch, record) -> None:
+    """Make ``WorkType.compile_statements`` call ``record(kind name)`` before it compiles."""
     compile_statements = WorkType.compile_statements
 
     def recording(kind: WorkType) -> None:
-        compiled.append(kind.name)
+        record(kind.name)
         compile_statements(kind)
 
     monkeypatch.setattr(WorkType, "compile_statements", recording)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["not-compiled", "compiled"])
+def test_an_actor_forked_before_its_kind_is_compiled_compiles_it_itself(
+    settings, tmp_path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    """The forked child inherits the recording (fork copies the test process): it writes the
+    kind it compiled to a file, or nothing when its parent had compiled the kind."""
+    settings.DATA_DIR = tmp_path
+    settings.LOGS_DIR = tmp_path / "logs"
+    settings.ACTOR_IDLE_EXIT = 0.1  # it finds nothing due and leaves
+    report = tmp_path / "compiled-in-child"
+    recording_compilations(monkeypatch, lambda name: report.write_text(name))
+
+    actor = start_actor("snapshot", compiled=compiled)
+    actor.join(timeout=60)
+
+    assert actor.exitcode == 0
+    if compiled:
+        assert not report.exists()
+    else:
+        assert report.read_text() == "snapshot"
+
+
+def test_spawning_compiles_nothing_in_the_orchestrator(
+    settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fork comes first; the orchestrator compiles while it waits (the next test)."""
+    settings.ACTOR_IDLE_EXIT = 0.1  # the actors find nothing due and leave
+    in_parent = []
+    parent = os.getpid()
+    recording_compilations(
+        monkeypatch, lambda name: in_parent.append(name) if os.getpid() == parent else None
+    )
     orchestrator = Orchestrator()
     try:
-        for name in ("snapshot", "archiveresult", "archiveresult", "snapshot"):
+        for name in ("snapshot", "archiveresult"):
             orchestrator.spawn(name)
     finally:
         orchestrator.shutdown()
 
-    assert compiled == ["snapshot", "archiveresult"]
-    assert orchestrator.spawned == 4
+    assert in_parent == []
+    assert orchestrator.spawned == 2
     assert orchestrator.crashed == 0
+
+
+def test_a_passing_orchestrator_compiles_while_it_waits_and_answers_a_wake_up_first(
+    settings, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """add --wait's: a ping waiting is returned before anything is compiled; then, with
+    nothing coming, every kind is compiled, those without an actor first, before the wait
+    runs out."""
+    settings.DATA_DIR = tmp_path  # its wake-up FIFO, away from every other listener
+    settings.LOGS_DIR = tmp_path / "logs"
+    settings.ORCHESTRATOR_TICK = 0.05
+    settings.ACTOR_IDLE_EXIT = 60
+    compiled = []
+    recording_compilations(monkeypatch, compiled.append)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    orchestrator = Orchestrator(exit_on_idle=True)
+    orchestrator.initialize()
+    try:
+        ping(DUE, "crawl")
+        first = orchestrator.wait()
+        assert (first.pings, compiled) == ({(DUE, "crawl")}, [])
+
+        orchestrator.spawn("crawl")  # one runs now, idle until the test shuts it down
+        second = orchestrator.wait()
+    finally:
+        orchestrator.shutdown()
+        gc.unfreeze()  # what initialize froze: the test process goes on
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+    assert compiled == ["snapshot", "archiveresult", "storagecopy", "crawl"]
+    assert orchestrator.compiled == set(work_types())
+    assert second.timed_out
 
 
 def test_every_declared_statement_names_kinds_of_work_that_exist() -> None:

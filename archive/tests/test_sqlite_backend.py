@@ -1,8 +1,8 @@
-"""The writer lock of the SQLite backend (archive/backends/sqlite3): transactions of different
+"""The SQLite backend (archive/backends/sqlite3). Its writer lock: transactions of different
 processes take turns on a lock file; connections of one process share one hold; a forked child
-holds nothing of its parent's; past its timeout a writer goes on to SQLite's own busy wait.
-
-The other side is always a real process: a forked child, or ``python -c`` trying the lock."""
+holds nothing of its parent's; past its timeout a writer goes on to SQLite's own busy wait (the
+other side is always a real process: a forked child, or ``python -c`` trying the lock). Its
+cursor: placeholders rewritten as Django's are, once per statement."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from django.db.backends.sqlite3 import base as django_sqlite
 
-from archive.backends.sqlite3.base import WriterLock, writer_lock
+from archive.backends.sqlite3.base import WriterLock, _qmark_style, writer_lock
 
 LONG = 60  # seconds: only a child that never comes reaches it
 TRY_LOCK = """
@@ -194,3 +194,20 @@ def test_closing_a_connection_in_a_transaction_releases_the_lock() -> None:
         transaction.set_rollback(True)
 
     assert closed_inside
+
+
+@sqlite_only
+@pytest.mark.django_db
+def test_placeholders_are_rewritten_as_django_does_once_per_statement() -> None:
+    statement = "SELECT %s || '%%', %s"
+    with connection.cursor() as cursor:
+        cursor.execute(statement, ["a", 1])
+        first = cursor.fetchone()
+        hits = _qmark_style.cache_info().hits
+        cursor.execute(statement, ["b", 2])
+        again = cursor.fetchone()
+        cursor.execute("SELECT %(x)s", {"x": 3})  # "pyformat", which Django rewrites itself
+        named = cursor.fetchone()
+
+    assert (first, again, named) == (("a%", 1), ("b%", 2), (3,))
+    assert _qmark_style.cache_info().hits == hits + 1

@@ -42,7 +42,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
 
 from django.core.exceptions import ValidationError
 from django.core.signals import setting_changed
@@ -118,8 +118,13 @@ class PreparedQuery:
         with connection.cursor() as cursor:
             cursor.execute(self.sql, self._params(args))
             rows = cursor.fetchall()
+        converters, composite = self._conversion
+        if converters:
+            rows = compiler.apply_converters(rows, converters)
+        if composite:
+            rows = compiler.composite_fields_to_tuples(rows, self._selected)
         records = []
-        for row in compiler.results_iter([rows]):
+        for row in rows:
             record = self.model.from_db(compiler.using, init_list, row[start:end])
             for populator in populators:
                 populator.populate(row, record)
@@ -127,6 +132,20 @@ class PreparedQuery:
                 setattr(record, name, row[position])
             records.append(record)
         return records
+
+    @cached_property
+    def _selected(self) -> list:
+        return [column[0] for column in self.compiler.select[: self.compiler.col_count]]
+
+    @cached_property
+    def _conversion(self) -> tuple[dict, bool]:
+        """What turns each selected column's value into its field's, and whether composite
+        fields are selected: as ``results_iter`` works them out, once rather than for every
+        query (a tenth of a claim's Python)."""
+        return (
+            self.compiler.get_converters(self._selected),
+            self.compiler.has_composite_fields(self._selected),
+        )
 
     @cached_property
     def _row_layout(self) -> tuple[int, int, list[str], list]:
@@ -200,7 +219,7 @@ def compile_ahead(key: str, build: Build, arg_types: tuple[type, ...]) -> None:
 
 class Statement:
     """A query declared once, where it is used: its key, ``build``, the types of its arguments
-    and the kinds of actor that run it (``compile_declared``)."""
+    and the kinds of actor that run it (``declared_compilations``)."""
 
     def __init__(
         self, key: str, build: Build, arg_types: tuple[type, ...], *, actors: tuple[str, ...]
@@ -224,11 +243,14 @@ class Statement:
         return prepared_exists(self.key, self.build, *args)
 
 
-def compile_declared(actor_kind: str) -> None:
-    """Compile every ``Statement`` that actors of ``actor_kind`` run (``compile_ahead``)."""
-    for statement in _declared:
-        if actor_kind in statement.actors:
-            compile_ahead(statement.key, statement.build, statement.arg_types)
+def declared_compilations(actor_kind: str) -> list[Callable[[], None]]:
+    """The steps that compile, one each, every ``Statement`` that actors of ``actor_kind`` run
+    (``compile_ahead``)."""
+    return [
+        partial(compile_ahead, statement.key, statement.build, statement.arg_types)
+        for statement in _declared
+        if actor_kind in statement.actors
+    ]
 
 
 def _types(args: tuple) -> tuple[type, ...]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import connection, models, transaction
 from django.utils import timezone
@@ -306,25 +307,26 @@ def _candidates_query(
     return key, build
 
 
-def compile_claims(
+def claim_compilations(
     model: type[models.Model],
     *,
     lease_fields: tuple[str, ...] = (),
     related: tuple[str, ...] = (),
     admitted: bool = False,
     companions: bool = False,
-) -> None:
-    """Compile ahead the statements a claim of ``model`` runs on this database (its
-    candidates, the load of the record won and, with ``companions``, the reload of a
-    companion before it runs), as ``claim_next_with_companions`` would with these arguments
+) -> list[Callable[[], None]]:
+    """The steps that compile ahead, one statement each, what a claim of ``model`` runs on this
+    database (its candidates, the load of the record won and, with ``companions``, the reload of
+    a companion before it runs), as ``claim_next_with_companions`` would with these arguments
     (``admitted``: with an ``admit``), without running them."""
     limit, skip_locked = _claim_shape(admitted=admitted)
     variant = model.objects.claimable_variant()
     query = _candidates_query(model, CLAIM_FIELDS + lease_fields, limit, skip_locked, variant)
-    compile_ahead(*query, (datetime,))
-    compile_by_pk(model, related)
+    steps = [partial(compile_ahead, *query, (datetime,)), partial(compile_by_pk, model, related)]
     if companions:
-        compile_ahead(*_reload_query(model, related), (pk_type(model), datetime))
+        reload = _reload_query(model, related)
+        steps.append(partial(compile_ahead, *reload, (pk_type(model), datetime)))
+    return steps
 
 
 def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:

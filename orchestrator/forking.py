@@ -23,7 +23,6 @@ Forking a process that talks to a database asks for care, and this module takes 
 from __future__ import annotations
 
 import gc
-import logging
 import multiprocessing
 import signal
 import sys
@@ -38,22 +37,18 @@ from orchestrator.actor import Actor
 from orchestrator.logs import log_forked_child_to_file
 from orchestrator.work import work_types
 
-logger = logging.getLogger(__name__)
-
 _FORK = multiprocessing.get_context("fork")
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 # Connections a child found open, kept referenced so that nothing ever closes them in the child.
 _set_aside: list[object] = []
 
 
-def start_actor(kind: str, *, idle_exit: float | None = None, compiled: bool = True) -> BaseProcess:
+def start_actor(kind: str, *, idle_exit: float | None = None) -> BaseProcess:
     """Fork an actor of ``kind`` (``crawl``, ``snapshot``, ``archiveresult``, ``storagecopy``)
     that exits after ``idle_exit`` seconds without work (default ACTOR_IDLE_EXIT); return its
-    process once started (see ``fork_process``). ``compiled`` False: this process has not
-    compiled the statements of ``kind`` (orchestrator/prepared.py), and the actor compiles them
-    first, before its first claim."""
+    process once started (see ``fork_process``)."""
     idle_exit = settings.ACTOR_IDLE_EXIT if idle_exit is None else idle_exit
-    return fork_process(run_forked_actor, kind, idle_exit, not compiled, name=f"{kind} actor")
+    return fork_process(run_forked_actor, kind, idle_exit, name=f"{kind} actor")
 
 
 def fork_process(target: Callable[..., object], *args, name: str | None = None) -> BaseProcess:
@@ -87,27 +82,13 @@ def _child(target: Callable[..., object], *args) -> None:
     target(*args)
 
 
-def run_forked_actor(kind: str, idle_exit: float, compile_first: bool = False) -> None:
+def run_forked_actor(kind: str, idle_exit: float) -> None:
     """The forked child's life: become an actor of ``kind`` and run it until idle for
-    ``idle_exit`` seconds, drained or stopped (orchestrator/actor.py); with ``compile_first``,
-    compile its statements before (``compile_own_statements``)."""
+    ``idle_exit`` seconds, drained or stopped (orchestrator/actor.py)."""
     setproctitle(actor_title(kind))
     set_aside_inherited_connections()
     log_forked_child_to_file("actors.log")
-    if compile_first:
-        compile_own_statements(kind)
     Actor(work_types()[kind], idle_exit=idle_exit).run()
-
-
-def compile_own_statements(kind: str) -> None:
-    """Compile what an actor of ``kind`` runs (``WorkType.compile_statements``) before its
-    first claim: compiled there, the claim's statements were compiled under SQLite's write lock,
-    where every other actor's claim waited. A failure is logged; each statement is then compiled
-    when first run."""
-    try:
-        work_types()[kind].compile_statements()
-    except Exception:
-        logger.exception("could not compile what %s actors run", kind)
 
 
 def actor_title(kind: str) -> str:

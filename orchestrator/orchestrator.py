@@ -77,7 +77,9 @@ class Orchestrator:
         self.next_retry_at: datetime | None = None  # the soonest retry_at ahead (last tick)
         self.spawned = 0
         self.compiled: set[str] = set()  # kinds whose statements this process compiled
-        self.to_compile: list[str] = []  # kinds whose compilation was not tried yet
+        self.to_compile: list[str] = list(self.kinds)  # kinds whose compilation is not begun
+        self.compiling: str | None = None  # the kind whose compile_steps are left
+        self.compile_steps: list[Callable[[], None]] = []  # one statement each
         self.crashed = 0
         self.disk_held = False
         self.shutting_down = False  # set once shutdown() signals the actors
@@ -107,7 +109,6 @@ class Orchestrator:
                 logger.warning("cannot LISTEN for other machines' wake-ups: %s", error)
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_terminate)
-        self.to_compile = list(self.kinds)
         if not self._passing:
             # One that stays (supervisord's) compiles every kind's statements now: the first
             # crawl it is handed (add --wait) does not wait some 50 ms for them between its
@@ -171,21 +172,32 @@ class Orchestrator:
     def wait(self) -> Wake:
         """Wait until something may need a tick (see the module's docstring); return it.
 
-        While kinds are left to compile, it compiles one at a time, each only when nothing is
-        waiting: the compilation fills time otherwise spent waiting for the actors.
+        While kinds are left to compile, it compiles their statements one at a time, each only
+        when nothing is waiting: the compilation fills time otherwise spent waiting for the
+        actors, and what comes meanwhile waits for one statement at most (a few milliseconds).
         """
-        while self.to_compile:
+        while self.to_compile or self.compile_steps:
             wake = self._listen(0)
             if not wake.timed_out:
                 return wake
-            self._compile(self._next_to_compile())
+            self._compile_step()
         return self._listen(self.pause())
 
-    def _next_to_compile(self) -> str:
-        """The kind to compile next: the first, in pipeline order, of those no actor runs yet
-        (the next actors forked are of these), else the first left."""
-        idle = [name for name in self.to_compile if not self.actors[name]]
-        return (idle or self.to_compile)[0]
+    def _compile_step(self) -> None:
+        """Compile one statement of the kind being compiled, after taking the next kind (in
+        pipeline order) when none is; note the kind compiled after its last. A failure is
+        logged and drops the kind's other statements (its actors compile what they lack)."""
+        try:
+            if not self.compile_steps:
+                self.compiling = self.to_compile.pop(0)
+                self.compile_steps = self.kinds[self.compiling].compilations()
+            self.compile_steps.pop(0)()
+        except Exception:
+            logger.exception("could not compile what %s actors run", self.compiling)
+            self.compile_steps = []
+            return
+        if not self.compile_steps:
+            self.compiled.add(self.compiling)
 
     def _listen(self, timeout: float) -> Wake:
         """Wait up to ``timeout`` seconds for a wake-up, an actor's exit or another machine's
@@ -200,7 +212,8 @@ class Orchestrator:
         if database and database[0] in wake.ready:
             wake = Wake(wake.pings | self._from_other_machines(), wake.interrupted, wake.ready)
         self.last_wake = wake
-        logger.debug("woken by %s", wake.describe())
+        if timeout or not wake.timed_out:  # a look between two compilations says nothing
+            logger.debug("woken by %s", wake.describe())
         return wake
 
     def _from_other_machines(self) -> frozenset[tuple[str, str]]:
@@ -234,23 +247,29 @@ class Orchestrator:
         self.reap()
         self.watch_disk()
         now = timezone.now()
+        spawned = 0
         try:
-            due = {name: _claimable_count(kind.model, now) for name, kind in self.kinds.items()}
+            # Kind by kind, in pipeline order, each kind's actors forked as soon as its work
+            # is counted; the soonest retry_at last: add --wait's first crawl actor then waits
+            # for no statement of the other kinds to be compiled (orchestrator/prepared.py).
+            for name, kind in self.kinds.items():
+                spawned += self._start_actors(name, kind, _claimable_count(kind.model, now))
             self.next_retry_at = self._soonest_retry_at(now)
         except DatabaseError:
             logger.exception("could not count due work; trying again next tick")
             close_old_connections()
-            return 0
-        spawned = 0
-        for name, kind in self.kinds.items():
-            wanted = min(kind.concurrency, due[name]) - len(self.actors[name])
-            if due[name] and wanted <= 0:
-                # Actors of this kind are running; the idle ones among them claim it at once.
-                ping(DUE, name, orchestrators=False)
-            for _ in range(max(wanted, 0)):
-                self.spawn(name)
-                spawned += 1
         return spawned
+
+    def _start_actors(self, name: str, kind: WorkType, due: int) -> int:
+        """Fork actors of kind ``name`` for ``due`` records, up to its concurrency, or ping the
+        idle ones when as many run already; return how many were forked."""
+        wanted = min(kind.concurrency, due) - len(self.actors[name])
+        if due and wanted <= 0:
+            # Actors of this kind are running; the idle ones among them claim it at once.
+            ping(DUE, name, orchestrators=False)
+        for _ in range(max(wanted, 0)):
+            self.spawn(name)
+        return max(wanted, 0)
 
     def _soonest_retry_at(self, now: datetime) -> datetime | None:
         """The soonest ``retry_at`` after ``now`` of a runnable record of any kind: when a
@@ -292,21 +311,31 @@ class Orchestrator:
 
     def spawn(self, name: str) -> BaseProcess:
         """Fork one actor of kind ``name`` (orchestrator/forking.py); it logs to
-        logs/actors.log. Actors forked once their kind is compiled here inherit its statements
-        compiled (``WorkType.compile_statements``); one forked before compiles them itself as
-        it starts, while this process goes on (``wait``)."""
-        process = start_actor(name, compiled=name in self.compiled)
+        logs/actors.log. Before the first, compile what actors of that kind run, or what is
+        left of it (``wait`` compiles ahead), which each then inherits
+        (``WorkType.compile_statements``)."""
+        self._compile(name)
+        process = start_actor(name)
         self.actors[name].append(process)
         self.spawned += 1
         logger.debug("forked %s actor pid %d", name, process.pid)
         return process
 
     def _compile(self, name: str) -> None:
-        """Compile what actors of kind ``name`` run (``WorkType.compile_statements``), once:
-        a failure is logged and not tried again (each actor then compiles them itself)."""
-        self.to_compile.remove(name)
+        """Compile what actors of kind ``name`` run (``WorkType.compile_statements``) unless
+        this process did already: what is left of it when its compilation is under way, all of
+        it when it was not begun. A failure is logged and not tried again (each actor then
+        compiles what it lacks when it first runs it)."""
         try:
-            self.kinds[name].compile_statements()
+            if name in self.to_compile:
+                self.to_compile.remove(name)
+                steps = self.kinds[name].compilations()
+            elif name == self.compiling and self.compile_steps:
+                steps, self.compile_steps = self.compile_steps, []
+            else:
+                return
+            for step in steps:
+                step()
             self.compiled.add(name)
         except Exception:
             logger.exception("could not compile what %s actors run", name)

@@ -29,8 +29,8 @@ from core.services.crawls import crawl_tick
 from core.services.results import result_admit, result_tick
 from core.services.snapshots import snapshot_tick
 from crawls.models import Crawl
-from orchestrator.claims import CLAIM_FIELDS, companion_rows, compile_claims
-from orchestrator.prepared import Statement, compile_declared
+from orchestrator.claims import CLAIM_FIELDS, claim_compilations, companion_rows
+from orchestrator.prepared import Statement, declared_compilations
 from orchestrator.retries import next_poll
 
 
@@ -64,16 +64,22 @@ class WorkType:
 
     def compile_statements(self) -> None:
         """Compile what this kind's actors run on each claim and tick (orchestrator/
-        prepared.py): the orchestrator does so before it forks the first of them, so that
-        each starts with it compiled (``compile_ahead``)."""
-        compile_claims(
+        prepared.py), so that each actor forked afterwards starts with it compiled
+        (``compile_ahead``)."""
+        for step in self.compilations():
+            step()
+
+    def compilations(self) -> list[Callable[[], None]]:
+        """``compile_statements`` as steps of one statement each (the orchestrator runs them
+        while nothing waits for it, between wake-ups)."""
+        claims = claim_compilations(
             self.model,
             lease_fields=self.lease_fields,
             related=self.related,
             admitted=self.admit is not None,
             companions=self.companions is not None,
         )
-        compile_declared(self.name)
+        return [*claims, *declared_compilations(self.name)]
 
 
 def _fixed_lease(_record) -> float:

@@ -1,11 +1,12 @@
 """The kinds of work (orchestrator/work.py): what an actor of each kind prepares as it starts,
-and who compiles its statements: the orchestrator while it waits, or an actor forked before."""
+and when the orchestrator compiles their statements: before it forks the first actor of a kind,
+and ahead, statement by statement, while it waits."""
 
 from __future__ import annotations
 
 import gc
-import os
 import signal
+from functools import partial
 
 import pytest
 
@@ -16,7 +17,6 @@ from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator import prepared
 from orchestrator.actor import Actor
-from orchestrator.forking import start_actor
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.wakeups import DUE, ping
 from orchestrator.work import WorkType, work_types
@@ -116,66 +116,73 @@ def test_actors_find_every_statement_they_run_compiled_by_the_orchestrator(
 
 
 def recording_compilations(monkeypatch: pytest.MonkeyPatch, record) -> None:
-    """Make ``WorkType.compile_statements`` call ``record(kind name)`` before it compiles."""
-    compile_statements = WorkType.compile_statements
+    """Make ``WorkType.compilations`` (which ``compile_statements`` runs too) call
+    ``record(kind name)`` first."""
+    compilations = WorkType.compilations
 
-    def recording(kind: WorkType) -> None:
+    def recording(kind: WorkType) -> list:
         record(kind.name)
-        compile_statements(kind)
+        return compilations(kind)
 
-    monkeypatch.setattr(WorkType, "compile_statements", recording)
-
-
-@pytest.mark.parametrize("compiled", [False, True], ids=["not-compiled", "compiled"])
-def test_an_actor_forked_before_its_kind_is_compiled_compiles_it_itself(
-    settings, tmp_path, monkeypatch: pytest.MonkeyPatch, compiled: bool
-) -> None:
-    """The forked child inherits the recording (fork copies the test process): it writes the
-    kind it compiled to a file, or nothing when its parent had compiled the kind."""
-    settings.DATA_DIR = tmp_path
-    settings.LOGS_DIR = tmp_path / "logs"
-    settings.ACTOR_IDLE_EXIT = 0.1  # it finds nothing due and leaves
-    report = tmp_path / "compiled-in-child"
-    recording_compilations(monkeypatch, lambda name: report.write_text(name))
-
-    actor = start_actor("snapshot", compiled=compiled)
-    actor.join(timeout=60)
-
-    assert actor.exitcode == 0
-    if compiled:
-        assert not report.exists()
-    else:
-        assert report.read_text() == "snapshot"
+    monkeypatch.setattr(WorkType, "compilations", recording)
 
 
-def test_spawning_compiles_nothing_in_the_orchestrator(
+def test_the_orchestrator_compiles_a_kind_before_its_first_actor_only(
     settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The fork comes first; the orchestrator compiles while it waits (the next test)."""
     settings.ACTOR_IDLE_EXIT = 0.1  # the actors find nothing due and leave
-    in_parent = []
-    parent = os.getpid()
-    recording_compilations(
-        monkeypatch, lambda name: in_parent.append(name) if os.getpid() == parent else None
-    )
+    compiled = []
+    recording_compilations(monkeypatch, compiled.append)
     orchestrator = Orchestrator()
     try:
-        for name in ("snapshot", "archiveresult"):
+        for name in ("snapshot", "archiveresult", "archiveresult", "snapshot"):
             orchestrator.spawn(name)
     finally:
         orchestrator.shutdown()
 
-    assert in_parent == []
-    assert orchestrator.spawned == 2
+    assert compiled == ["snapshot", "archiveresult"]
+    assert orchestrator.spawned == 4
     assert orchestrator.crashed == 0
+
+
+def test_an_actor_forked_while_its_kind_compiles_waits_for_the_rest_of_it(
+    settings, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The statements not compiled yet are compiled before the fork, so that the actor
+    inherits them all; none is compiled twice."""
+    settings.DATA_DIR = tmp_path
+    settings.ACTOR_IDLE_EXIT = 0.1
+    ran = []
+    compilations = WorkType.compilations
+
+    def counted(kind: WorkType) -> list:
+        return [partial(ran.append, kind.name), *compilations(kind)]
+
+    monkeypatch.setattr(WorkType, "compilations", counted)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    orchestrator = Orchestrator(exit_on_idle=True)
+    orchestrator.initialize()
+    try:
+        orchestrator._compile_step()  # crawl's first: its compilation is under way
+        under_way = (orchestrator.compiling, bool(orchestrator.compile_steps))
+        orchestrator.spawn("crawl")
+    finally:
+        orchestrator.shutdown()
+        gc.unfreeze()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+    assert under_way == ("crawl", True)
+    assert "crawl" in orchestrator.compiled
+    assert (orchestrator.compile_steps, ran) == ([], ["crawl"])
 
 
 def test_a_passing_orchestrator_compiles_while_it_waits_and_answers_a_wake_up_first(
     settings, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """add --wait's: a ping waiting is returned before anything is compiled; then, with
-    nothing coming, every kind is compiled, those without an actor first, before the wait
-    runs out."""
+    nothing coming, every kind not compiled yet is, in pipeline order, before the wait runs
+    out."""
     settings.DATA_DIR = tmp_path  # its wake-up FIFO, away from every other listener
     settings.LOGS_DIR = tmp_path / "logs"
     settings.ORCHESTRATOR_TICK = 0.05
@@ -190,7 +197,7 @@ def test_a_passing_orchestrator_compiles_while_it_waits_and_answers_a_wake_up_fi
         first = orchestrator.wait()
         assert (first.pings, compiled) == ({(DUE, "crawl")}, [])
 
-        orchestrator.spawn("crawl")  # one runs now, idle until the test shuts it down
+        orchestrator.spawn("crawl")  # compiled first; it idles until the test shuts it down
         second = orchestrator.wait()
     finally:
         orchestrator.shutdown()
@@ -198,7 +205,7 @@ def test_a_passing_orchestrator_compiles_while_it_waits_and_answers_a_wake_up_fi
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
 
-    assert compiled == ["snapshot", "archiveresult", "storagecopy", "crawl"]
+    assert compiled == ["crawl", "snapshot", "archiveresult", "storagecopy"]
     assert orchestrator.compiled == set(work_types())
     assert second.timed_out
 
@@ -210,3 +217,36 @@ def test_every_declared_statement_names_kinds_of_work_that_exist() -> None:
 
     assert declared
     assert declared <= kinds
+
+
+def test_a_wake_up_waits_for_one_statement_at_most(
+    settings, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ping that comes while a kind is compiled is answered after the statement being
+    compiled; the kind's other statements are compiled at the next waits. (Here each kind's
+    first step sends the ping.)"""
+    settings.DATA_DIR = tmp_path
+    settings.ORCHESTRATOR_TICK = 0.05
+    compilations = WorkType.compilations
+
+    def pinging_first(kind: WorkType) -> list:
+        return [partial(ping, DUE, "crawl"), *compilations(kind)]
+
+    monkeypatch.setattr(WorkType, "compilations", pinging_first)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    orchestrator = Orchestrator(exit_on_idle=True)
+    orchestrator.initialize()
+    try:
+        woken = orchestrator.wait()
+        left = (orchestrator.compiling, len(orchestrator.compile_steps))
+        for _ in work_types():  # each kind's first step pings again
+            orchestrator.wait()
+    finally:
+        orchestrator.shutdown()
+        gc.unfreeze()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+    assert woken.pings == {(DUE, "crawl")}
+    assert left == ("crawl", len(compilations(work_types()["crawl"])))
+    assert orchestrator.compiled == set(work_types())

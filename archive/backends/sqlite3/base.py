@@ -14,8 +14,9 @@ keeps it until it commits or rolls back: waiting writers then take turns as the 
 within a fraction of a millisecond. The lock only orders the writers; SQLite's own lock still
 guards the data. A writer that is not Vellum's, or one that waited SQLITE_BUSY_TIMEOUT for the
 lock file, goes on to ``BEGIN IMMEDIATE`` and SQLite's busy handler as before, so the worst case
-is what it was: "database is locked" after the timeout. The kernel drops the lock of a process
-that dies. Threads of one process share one lock (a flock belongs to an open file, which
+is "database is locked" after the timeout twice over (on the lock file, then in SQLite),
+polled every millisecond at most rather than woken. The kernel drops the lock of a process that
+dies. Threads of one process share one lock (a flock belongs to an open file, which
 they share): the first to begin takes it, the last to end releases it, and between them SQLite
 orders the threads as before. A forked child opens its own.
 """

@@ -77,9 +77,9 @@ class Orchestrator:
         self.next_retry_at: datetime | None = None  # the soonest retry_at ahead (last tick)
         self.spawned = 0
         self.compiled: set[str] = set()  # kinds whose statements this process compiled
-        self.to_compile: list[str] = list(self.kinds)  # kinds whose compilation is not begun
-        self.compiling: str | None = None  # the kind whose compile_steps are left
-        self.compile_steps: list[Callable[[], None]] = []  # one statement each
+        self.failed_compiling: set[str] = set()  # kinds whose compilation failed
+        # Per kind whose compilation is under way: its steps left, one statement each.
+        self.steps_left: dict[str, list[Callable[[], None]]] = {}
         self.crashed = 0
         self.disk_held = False
         self.shutting_down = False  # set once shutdown() signals the actors
@@ -113,8 +113,8 @@ class Orchestrator:
             # One that stays (supervisord's) compiles every kind's statements now: the first
             # crawl it is handed (add --wait) does not wait some 50 ms for them between its
             # steps. One that passes (add --wait's) compiles them while it waits (``wait``).
-            while self.to_compile:
-                self._compile(self.to_compile[0])
+            for name in self.kinds:
+                self._compile(name)
         limits = ", ".join(f"{name} {kind.concurrency}" for name, kind in self.kinds.items())
         logger.info("orchestrator started (pid %d); actors at most: %s", os.getpid(), limits)
 
@@ -174,30 +174,21 @@ class Orchestrator:
 
         While kinds are left to compile, it compiles their statements one at a time, each only
         when nothing is waiting: the compilation fills time otherwise spent waiting for the
-        actors, and what comes meanwhile waits for one statement at most (a few milliseconds).
+        actors, and what comes meanwhile (or the end of the pause) waits for one statement at
+        most (a few milliseconds).
         """
-        while self.to_compile or self.compile_steps:
+        deadline = time.monotonic() + self.pause()
+        while (name := self._next_to_compile()) is not None:
             wake = self._listen(0)
-            if not wake.timed_out:
+            if not wake.timed_out or time.monotonic() >= deadline:
                 return wake
-            self._compile_step()
-        return self._listen(self.pause())
+            self._compile(name, steps=1)
+        return self._listen(max(deadline - time.monotonic(), 0))
 
-    def _compile_step(self) -> None:
-        """Compile one statement of the kind being compiled, after taking the next kind (in
-        pipeline order) when none is; note the kind compiled after its last. A failure is
-        logged and drops the kind's other statements (its actors compile what they lack)."""
-        try:
-            if not self.compile_steps:
-                self.compiling = self.to_compile.pop(0)
-                self.compile_steps = self.kinds[self.compiling].compilations()
-            self.compile_steps.pop(0)()
-        except Exception:
-            logger.exception("could not compile what %s actors run", self.compiling)
-            self.compile_steps = []
-            return
-        if not self.compile_steps:
-            self.compiled.add(self.compiling)
+    def _next_to_compile(self) -> str | None:
+        """The first kind, in pipeline order, neither compiled nor failed to compile."""
+        done = self.compiled | self.failed_compiling
+        return next((name for name in self.kinds if name not in done), None)
 
     def _listen(self, timeout: float) -> Wake:
         """Wait up to ``timeout`` seconds for a wake-up, an actor's exit or another machine's
@@ -247,29 +238,23 @@ class Orchestrator:
         self.reap()
         self.watch_disk()
         now = timezone.now()
-        spawned = 0
         try:
-            # Kind by kind, in pipeline order, each kind's actors forked as soon as its work
-            # is counted; the soonest retry_at last: add --wait's first crawl actor then waits
-            # for no statement of the other kinds to be compiled (orchestrator/prepared.py).
-            for name, kind in self.kinds.items():
-                spawned += self._start_actors(name, kind, _claimable_count(kind.model, now))
+            due = {name: _claimable_count(kind.model, now) for name, kind in self.kinds.items()}
             self.next_retry_at = self._soonest_retry_at(now)
         except DatabaseError:
             logger.exception("could not count due work; trying again next tick")
             close_old_connections()
+            return 0
+        spawned = 0
+        for name, kind in self.kinds.items():
+            wanted = min(kind.concurrency, due[name]) - len(self.actors[name])
+            if due[name] and wanted <= 0:
+                # Actors of this kind are running; the idle ones among them claim it at once.
+                ping(DUE, name, orchestrators=False)
+            for _ in range(max(wanted, 0)):
+                self.spawn(name)
+                spawned += 1
         return spawned
-
-    def _start_actors(self, name: str, kind: WorkType, due: int) -> int:
-        """Fork actors of kind ``name`` for ``due`` records, up to its concurrency, or ping the
-        idle ones when as many run already; return how many were forked."""
-        wanted = min(kind.concurrency, due) - len(self.actors[name])
-        if due and wanted <= 0:
-            # Actors of this kind are running; the idle ones among them claim it at once.
-            ping(DUE, name, orchestrators=False)
-        for _ in range(max(wanted, 0)):
-            self.spawn(name)
-        return max(wanted, 0)
 
     def _soonest_retry_at(self, now: datetime) -> datetime | None:
         """The soonest ``retry_at`` after ``now`` of a runnable record of any kind: when a
@@ -314,6 +299,7 @@ class Orchestrator:
         logs/actors.log. Before the first, compile what actors of that kind run, or what is
         left of it (``wait`` compiles ahead), which each then inherits
         (``WorkType.compile_statements``)."""
+        self.failed_compiling.discard(name)
         self._compile(name)
         process = start_actor(name)
         self.actors[name].append(process)
@@ -321,24 +307,28 @@ class Orchestrator:
         logger.debug("forked %s actor pid %d", name, process.pid)
         return process
 
-    def _compile(self, name: str) -> None:
-        """Compile what actors of kind ``name`` run (``WorkType.compile_statements``) unless
-        this process did already: what is left of it when its compilation is under way, all of
-        it when it was not begun. A failure is logged and not tried again (each actor then
-        compiles what it lacks when it first runs it)."""
+    def _compile(self, name: str, *, steps: int | None = None) -> None:
+        """Compile what actors of kind ``name`` run (``WorkType.compilations``) unless this
+        process did: ``steps`` statements of what is left (default: all), noting the kind
+        compiled after its last. A failure is logged, and only the kind's next ``spawn`` tries
+        again (not ``wait``, over and over); meanwhile its actors compile what they lack as they
+        run it."""
+        if name in self.compiled:
+            return
         try:
-            if name in self.to_compile:
-                self.to_compile.remove(name)
-                steps = self.kinds[name].compilations()
-            elif name == self.compiling and self.compile_steps:
-                steps, self.compile_steps = self.compile_steps, []
-            else:
-                return
-            for step in steps:
-                step()
-            self.compiled.add(name)
+            left = self.steps_left.get(name)
+            if left is None:
+                left = self.steps_left[name] = self.kinds[name].compilations()
+            for _ in range(len(left) if steps is None else min(steps, len(left))):
+                left.pop(0)()
         except Exception:
             logger.exception("could not compile what %s actors run", name)
+            self.steps_left.pop(name, None)
+            self.failed_compiling.add(name)
+            return
+        if not left:
+            del self.steps_left[name]
+            self.compiled.add(name)
 
     def reap(self) -> None:
         """Forget actors that exited; count and log the ones that crashed (health check)."""

@@ -163,8 +163,8 @@ def test_an_actor_forked_while_its_kind_compiles_waits_for_the_rest_of_it(
     orchestrator = Orchestrator(exit_on_idle=True)
     orchestrator.initialize()
     try:
-        orchestrator._compile_step()  # crawl's first: its compilation is under way
-        under_way = (orchestrator.compiling, bool(orchestrator.compile_steps))
+        orchestrator._compile("crawl", steps=1)  # crawl's first: its compilation is under way
+        under_way = ("crawl", bool(orchestrator.steps_left.get("crawl")))
         orchestrator.spawn("crawl")
     finally:
         orchestrator.shutdown()
@@ -174,7 +174,7 @@ def test_an_actor_forked_while_its_kind_compiles_waits_for_the_rest_of_it(
 
     assert under_way == ("crawl", True)
     assert "crawl" in orchestrator.compiled
-    assert (orchestrator.compile_steps, ran) == ([], ["crawl"])
+    assert (orchestrator.steps_left, ran) == ({}, ["crawl"])
 
 
 def test_a_passing_orchestrator_compiles_while_it_waits_and_answers_a_wake_up_first(
@@ -185,7 +185,7 @@ def test_a_passing_orchestrator_compiles_while_it_waits_and_answers_a_wake_up_fi
     out."""
     settings.DATA_DIR = tmp_path  # its wake-up FIFO, away from every other listener
     settings.LOGS_DIR = tmp_path / "logs"
-    settings.ORCHESTRATOR_TICK = 0.05
+    settings.ORCHESTRATOR_TICK = 2  # the longest wait: compiling all fits in it
     settings.ACTOR_IDLE_EXIT = 60
     compiled = []
     recording_compilations(monkeypatch, compiled.append)
@@ -226,7 +226,7 @@ def test_a_wake_up_waits_for_one_statement_at_most(
     compiled; the kind's other statements are compiled at the next waits. (Here each kind's
     first step sends the ping.)"""
     settings.DATA_DIR = tmp_path
-    settings.ORCHESTRATOR_TICK = 0.05
+    settings.ORCHESTRATOR_TICK = 2  # the longest wait: compiling all fits in it
     compilations = WorkType.compilations
 
     def pinging_first(kind: WorkType) -> list:
@@ -238,7 +238,7 @@ def test_a_wake_up_waits_for_one_statement_at_most(
     orchestrator.initialize()
     try:
         woken = orchestrator.wait()
-        left = (orchestrator.compiling, len(orchestrator.compile_steps))
+        left = next((name, len(steps)) for name, steps in orchestrator.steps_left.items())
         for _ in work_types():  # each kind's first step pings again
             orchestrator.wait()
     finally:
@@ -250,3 +250,57 @@ def test_a_wake_up_waits_for_one_statement_at_most(
     assert woken.pings == {(DUE, "crawl")}
     assert left == ("crawl", len(compilations(work_types()["crawl"])))
     assert orchestrator.compiled == set(work_types())
+
+
+def test_a_kind_that_failed_to_compile_is_tried_again_by_spawn_only(
+    settings, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.DATA_DIR = tmp_path
+    settings.ORCHESTRATOR_TICK = 2  # the longest wait: compiling all fits in it
+    settings.ACTOR_IDLE_EXIT = 0.1
+    tried = []
+    compilations = WorkType.compilations
+
+    def failing_for_crawl(kind: WorkType) -> list:
+        tried.append(kind.name)
+        if kind.name == "crawl" and tried.count("crawl") == 1:
+            raise RuntimeError("the database went away")
+        return compilations(kind)
+
+    monkeypatch.setattr(WorkType, "compilations", failing_for_crawl)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    orchestrator = Orchestrator(exit_on_idle=True)
+    orchestrator.initialize()
+    try:
+        for _ in range(3):
+            orchestrator.wait()
+        after_waits = (set(orchestrator.failed_compiling), tried.count("crawl"))
+        orchestrator.spawn("crawl")
+    finally:
+        orchestrator.shutdown()
+        gc.unfreeze()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+    assert after_waits == ({"crawl"}, 1)
+    assert tried.count("crawl") == 2
+    assert orchestrator.compiled == set(work_types())
+
+
+def test_compiling_ahead_ends_with_the_pause(settings, tmp_path) -> None:
+    """A pause already over (a retry_at due now) is not put off for compilation."""
+    settings.DATA_DIR = tmp_path
+    settings.ORCHESTRATOR_TICK = 0
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    orchestrator = Orchestrator(exit_on_idle=True)
+    orchestrator.initialize()
+    try:
+        woken = orchestrator.wait()
+    finally:
+        orchestrator.shutdown()
+        gc.unfreeze()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+    assert woken.timed_out
+    assert (orchestrator.compiled, orchestrator.steps_left) == (set(), {})

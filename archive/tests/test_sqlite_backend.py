@@ -41,17 +41,21 @@ def in_child(work, *, meanwhile=None) -> str:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never back into pytest
+        code = 1
         try:
             os.close(read_fd)
             os.write(write_fd, work().encode())
+            code = 0
         finally:
-            os._exit(0)
+            os._exit(code)
     os.close(write_fd)
-    if meanwhile is not None:
-        meanwhile()
-    with os.fdopen(read_fd) as pipe:
-        said = pipe.read()
-    _, status = os.waitpid(pid, 0)
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        with os.fdopen(read_fd) as pipe:
+            said = pipe.read()
+    finally:
+        _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     return said
 
@@ -124,6 +128,18 @@ def test_a_forked_child_holds_nothing_of_its_parents(tmp_path: Path) -> None:
     holders, waited = said.split()
     assert holders == "0"
     assert float(waited) >= 0.2
+
+
+def test_a_lock_file_that_cannot_be_opened_leaves_writers_to_sqlite(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = WriterLock(tmp_path / "missing-folder" / "db-writer.lock")
+
+    lock.acquire(timeout=LONG)  # returns at once, holding nothing
+    lock.release()
+
+    assert "SQLite writers go without" in caplog.text
+    assert lock._holders == 0
 
 
 def test_one_lock_per_database_file(tmp_path: Path) -> None:

@@ -25,12 +25,16 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import itertools
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 
 from django.db.backends.sqlite3 import base
+
+logger = logging.getLogger(__name__)
 
 # Seconds between two tries of a lock another process holds: short beside a transaction's
 # millisecond, and a try is one system call.
@@ -49,16 +53,18 @@ class WriterLock:
 
     def acquire(self, timeout: float) -> None:
         """Take the lock, waiting up to ``timeout`` seconds for another process to release it;
-        past that, go on without it (SQLite's busy timeout then rules). Raises OSError when the
-        lock file cannot be opened."""
+        past that, or when the lock file cannot be opened (logged), go on without it: SQLite's
+        busy timeout then rules, as it does for writers that are not Vellum's."""
         with self._guard:
             self._holders += 1
             if self._holders > 1:
                 return  # another connection of this process holds it
             try:
                 self._take(timeout)
-            except BaseException:
+            except BaseException:  # interrupted: hold nothing
                 self._holders -= 1
+                if self._fd is not None:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
                 raise
 
     def release(self) -> None:
@@ -72,9 +78,13 @@ class WriterLock:
 
     def _take(self, timeout: float) -> None:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as error:
+                logger.warning("SQLite writers go without %s: %s", self.path, error)
+                return
         deadline = time.monotonic() + timeout
-        for attempt in range(1 << 62):
+        for attempt in itertools.count():
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
@@ -128,7 +138,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     An in-memory database has no other process to queue with, and takes none.
     """
 
-    _holds_writer_lock = False
+    _held_writer_lock: WriterLock | None = None  # what this connection's transaction holds
     _writer_lock_of: tuple[str, WriterLock | None] | None = None  # (database NAME, its lock)
 
     def create_cursor(self, name=None):
@@ -139,9 +149,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if lock is None:
             super()._start_transaction_under_autocommit()
             return
-        lock.acquire(timeout=self.settings_dict["OPTIONS"].get("timeout", 5))
-        self._holds_writer_lock = True
         try:
+            lock.acquire(timeout=self.settings_dict["OPTIONS"].get("timeout", 5))
+            self._held_writer_lock = lock
             super()._start_transaction_under_autocommit()
         except BaseException:
             self._release_writer_lock()
@@ -167,7 +177,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _writer_lock(self) -> WriterLock | None:
         """The lock of the database this connection opens (tests change its NAME), looked up
-        once per name: a transaction asks twice."""
+        once per name."""
         name = self.settings_dict["NAME"]
         if self._writer_lock_of is None or self._writer_lock_of[0] != name:
             lock = None if self.is_in_memory_db() else writer_lock(Path(name))
@@ -175,6 +185,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return self._writer_lock_of[1]
 
     def _release_writer_lock(self) -> None:
-        if self._holds_writer_lock:
-            self._holds_writer_lock = False
-            self._writer_lock().release()
+        held, self._held_writer_lock = self._held_writer_lock, None
+        if held is not None:
+            held.release()

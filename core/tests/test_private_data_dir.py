@@ -86,7 +86,8 @@ def test_a_fresh_data_dir_under_umask_022_is_closed_to_other_users(
 
 def test_the_database_write_ahead_log_follows_the_database_mode(tmp_path: Path) -> None:
     """SQLite gives -wal and -shm the database file's mode (os_unix.c, findCreateFileMode),
-    whatever the umask of the process that opens it: a 0600 database keeps them 0600."""
+    whatever the umask of the process that opens it: a 0600 database keeps them 0600. The
+    writers' lock file (archive/backends/sqlite3) is made 0600 by Vellum itself."""
     data_dir = tmp_path / "data"
     assert manage(data_dir, "init").returncode == 0
     old = os.umask(0o022)
@@ -98,7 +99,8 @@ def test_the_database_write_ahead_log_follows_the_database_mode(tmp_path: Path) 
     finally:
         os.umask(old)
 
-    assert modes == {"db.sqlite3": 0o600, "db.sqlite3-wal": 0o600, "db.sqlite3-shm": 0o600}
+    assert modes == {"db.sqlite3": 0o600, "db.sqlite3-wal": 0o600, "db.sqlite3-shm": 0o600,
+                     "db.sqlite3-writer.lock": 0o600}  # fmt: skip
 
 
 def test_init_closes_a_data_dir_an_older_version_left_open(tmp_path: Path) -> None:

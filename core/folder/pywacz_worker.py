@@ -1,7 +1,7 @@
 """One long-lived py-wacz process per Vellum process, for packaging snapshot after snapshot.
 
-Starting Python and importing py-wacz costs about a fifth of a second (frictionless, which its
-full validate loads, is left until one is asked for, and pkg_resources is never imported);
+Starting Python and importing py-wacz costs about a tenth of a second (what only some of its
+calls need is left until one is made, ``_STAND_INS``, and pkg_resources is never imported);
 packaging and checking one snapshot's WACZ then takes some 50 ms. So the first job starts a
 worker that imports py-wacz once and runs job after job, each a list of py-wacz command lines
 (``wacz.main.main``) read as one JSON line on its stdin. Its own stdout carries only a "done"
@@ -36,6 +36,33 @@ POLL_SECONDS = 0.1
 CHECK_CONTENTS = "check-contents"
 NOISE_LINES = 20  # of what the worker printed outside py-wacz, kept to explain a failure
 
+# Modules that py-wacz imports but only some of its calls use, each costly to import: a stand-in
+# holds each one's place in sys.modules, and the first call of one of its functions imports the
+# real module and calls it there. frictionless (a fifth of a second) serves only the full
+# validate's schema check, which a job's check-contents leaves out. requests (50 ms) serves only
+# the signing and verifying services of a WACZ's datapackage digest (``requests.post``), which
+# Vellum does not use: it signs its own manifest (core/folder/signing.py); py-wacz imports it
+# in every check all the same. tldextract (with requests, 0.1 s, half of the worker's start
+# before these two) serves only surt's ``public_suffix`` option, which cdxj-indexer's SURT keys
+# never ask for.
+_STAND_INS = """\
+import importlib, sys, types
+def _stand_in(name, functions):
+    module = types.ModuleType(name)
+    def forward(function):
+        def call(*args, **kwargs):
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+            return getattr(importlib.import_module(name), function)(*args, **kwargs)
+        return call
+    for function in functions:
+        setattr(module, function, forward(function))
+    sys.modules.setdefault(name, module)
+_stand_in("frictionless", ["validate"])
+_stand_in("requests", ["post"])
+_stand_in("tldextract", ["extract"])
+"""
+
 # The worker: first package and check a WACZ of one record in a scratch folder, silently
 # (py-wacz's first run loads what its later ones reuse, time that would otherwise fall on the
 # first snapshot); then, for each JSON job on stdin, run its steps as the one-off driver did (a
@@ -43,18 +70,10 @@ NOISE_LINES = 20  # of what the worker printed outside py-wacz, kept to explain 
 # "<mark> done". A step is a py-wacz command line, or ``[CHECK_CONTENTS, path]``: py-wacz's
 # ``validate`` without frictionless's schema check of ``datapackage.json`` (core/folder/wacz.py
 # says when that is enough).
-_WORKER = """\
-import contextlib, importlib, io, json, os, sys, tempfile, traceback, types
-# frictionless, a fifth of a second to import (as much as the rest of py-wacz), serves only
-# the full validate's schema check, which a job's check-contents leaves out: a stand-in holds
-# its place in sys.modules until the first call, which imports it.
-_later = types.ModuleType("frictionless")
-def _validate_later(*args, **kwargs):
-    if sys.modules.get("frictionless") is _later:
-        del sys.modules["frictionless"]
-    return importlib.import_module("frictionless").validate(*args, **kwargs)
-_later.validate = _validate_later
-sys.modules["frictionless"] = _later
+_WORKER = (
+    _STAND_INS
+    + """\
+import contextlib, io, json, os, tempfile, traceback
 # pkg_resources, imported by pyamf (cdxj-indexer's AMF canonicalization) only to find its own
 # adapters' folder, which it takes from its __file__ when the import fails, scans every
 # installed distribution: 60 ms, a quarter of the worker's start. None makes the import fail.
@@ -113,6 +132,7 @@ for line in sys.stdin:
     control.write(f"{mark} done\\n")
     control.flush()
 """
+)
 
 
 class JobEnd(enum.Enum):

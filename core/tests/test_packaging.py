@@ -11,6 +11,9 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -511,3 +514,77 @@ def test_a_worker_past_its_timeout_is_killed_with_its_group(folder: Path, fresh_
     assert fresh_worker.process is None
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole group is gone
+
+
+# --- the worker's stand-ins ----------------------------------------------------------------------
+
+
+def run_after_stand_ins(code: str, tmp_path: Path, *, path: Path | None = None) -> dict:
+    """Run ``code`` in a new Python after the worker's stand-ins (pywacz_worker._STAND_INS),
+    ``path`` first on its import path; return what it printed as JSON on its last line."""
+    script = tmp_path / "script.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(path or tmp_path)!r})\n"
+                      + pywacz_worker._STAND_INS + textwrap.dedent(code))  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_worker_packages_a_wacz_without_importing_tldextract_or_requests(
+    folder: Path, tmp_path: Path
+) -> None:
+    """surt imports tldextract, which imports requests, and py-wacz's check imports requests:
+    half of the worker's start, for options (public suffixes, a signing or verifying service)
+    that Vellum never uses."""
+    found = run_after_stand_ins(
+        f"""
+        import json
+        from wacz.main import main
+        from wacz.validate import Validation
+        made = {str(tmp_path / "made.wacz")!r}
+        code = main(["create", "-o", made, {str(folder / WARC_PATH)!r}])
+        assert Validation(made).check_data_package_hash_and_sig() is True
+        real = [name for name in ("tldextract", "requests", "frictionless")
+                if getattr(sys.modules.get(name), "__file__", None)]  # a stand-in has none
+        print(json.dumps({{"code": code, "loaded": real}}))
+        """,
+        tmp_path,
+    )
+
+    assert found == {"code": 0, "loaded": []}
+    assert validate_wacz(tmp_path / "made.wacz", timeout=TIMEOUT) == []
+
+
+def test_a_stand_in_imports_its_module_at_the_first_call_and_gives_way_to_it(
+    tmp_path: Path,
+) -> None:
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "tldextract.py").write_text(
+        "calls = []\ndef extract(host, **options):\n"
+        "    calls.append(host)\n    return f'real {host} {sorted(options)}'\n"
+    )
+
+    found = run_after_stand_ins(
+        """
+        import json
+        import tldextract  # as surt imports it: the stand-in
+        before = "calls" in vars(tldextract)
+        first = tldextract.extract("a.example", include_psl_private_domains=True)
+        second = tldextract.extract("b.example")
+        real = sys.modules["tldextract"]
+        print(json.dumps({"before": before, "answers": [first, second],
+                          "real": real is not tldextract, "calls": real.calls}))
+        """,
+        tmp_path,
+        path=modules,
+    )
+
+    assert found == {
+        "before": False,
+        "answers": ["real a.example ['include_psl_private_domains']", "real b.example []"],
+        "real": True,
+        "calls": ["a.example", "b.example"],
+    }

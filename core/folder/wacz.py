@@ -134,7 +134,7 @@ def snapshot_warcs(folder: Path) -> list[Path]:
 
 
 def warm_up_packaging() -> None:
-    """Start this process's py-wacz worker in the background, so that the ~0.3 s of its imports
+    """Start this process's py-wacz worker in the background, so that the ~0.1 s of its imports
     pass while a snapshot's extractors run rather than when it is finalized."""
     shared_worker().warm_up()
 

@@ -35,28 +35,36 @@ POLL_SECONDS = 0.1
 # A job step's first word for py-wacz's validate less its schema check (``run`` in _WORKER).
 CHECK_CONTENTS = "check-contents"
 NOISE_LINES = 20  # of what the worker printed outside py-wacz, kept to explain a failure
+DEAD_OUTPUT_SECONDS = 5  # to read what a worker that died before its job printed
 
 # Modules that py-wacz imports but only some of its calls use, each costly to import: a stand-in
-# holds each one's place in sys.modules, and the first call of one of its functions imports the
-# real module and calls it there. frictionless (a fifth of a second) serves only the full
-# validate's schema check, which a job's check-contents leaves out. requests (50 ms) serves only
-# the signing and verifying services of a WACZ's datapackage digest (``requests.post``), which
-# Vellum does not use: it signs its own manifest (core/folder/signing.py); py-wacz imports it
-# in every check all the same. tldextract (with requests, 0.1 s, half of the worker's start
-# before these two) serves only surt's ``public_suffix`` option, which cdxj-indexer's SURT keys
-# never ask for.
+# holds each one's place in sys.modules, and the first call of one of its named functions (which
+# ``from module import function`` binds without importing anything) or the first use of
+# anything else in it imports the real module, which takes the stand-in's place.
+# - frictionless (a fifth of a second) serves only the full validate's schema check, which a
+#   job's check-contents leaves out.
+# - requests (50 ms) serves only the services that sign and verify a WACZ's datapackage digest
+#   (``requests.post``), which Vellum does not use: it signs its own manifest (core/folder/
+#   signing.py). py-wacz imports it in every check all the same.
+# - tldextract (with requests, 0.1 s: half of the worker's start before these two) serves only
+#   surt's ``public_suffix`` option, which cdxj-indexer's SURT keys never ask for.
 _STAND_INS = """\
 import importlib, sys, types
 def _stand_in(name, functions):
     module = types.ModuleType(name)
+    def real():
+        if sys.modules.get(name) is module:
+            del sys.modules[name]
+        return importlib.import_module(name)
     def forward(function):
-        def call(*args, **kwargs):
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
-            return getattr(importlib.import_module(name), function)(*args, **kwargs)
-        return call
+        return lambda *args, **kwargs: getattr(real(), function)(*args, **kwargs)
+    def attribute_of_real(attribute):  # PEP 562
+        if attribute.startswith("__"):  # "from m import f" asks for __path__: not imported
+            raise AttributeError(attribute)
+        return getattr(real(), attribute)
     for function in functions:
         setattr(module, function, forward(function))
+    module.__getattr__ = attribute_of_real
     sys.modules.setdefault(name, module)
 _stand_in("frictionless", ["validate"])
 _stand_in("requests", ["post"])
@@ -178,6 +186,9 @@ class WaczWorker:
             self.process.stdin.write((json.dumps(job) + "\n").encode())
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
+            # It died before it read the job (its imports failed, say): what it printed says
+            # why, and is read to its end before the worker is let go.
+            self._wait_for(f"{mark} done", min(timeout, DEAD_OUTPUT_SECONDS))
             self.close()
             return JobEnd.DIED
         return self._wait_for(f"{mark} done", timeout)

@@ -446,6 +446,30 @@ def test_py_wacz_that_cannot_start_is_a_permanent_error(
     assert leftovers(folder) == []
 
 
+def test_a_worker_that_died_before_its_job_says_why(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, fresh_worker: WaczWorker
+) -> None:
+    """The job is written to a worker that has already exited: what it printed is still read
+    (once, under load, this race left only "its worker ended (died)")."""
+    monkeypatch.setattr(pywacz_worker, "_WORKER", "import wacz_is_not_installed\n")
+    warm_up = WaczWorker.warm_up
+
+    def start_and_let_die(worker: WaczWorker) -> None:
+        warm_up(worker)
+        worker.process.wait()
+
+    monkeypatch.setattr(WaczWorker, "warm_up", start_and_let_die)
+
+    with pytest.raises(PackagingError) as raised:
+        build(folder)
+
+    assert str(raised.value) == (
+        "py-wacz could not start: ModuleNotFoundError: No module named 'wacz_is_not_installed'"
+    )
+    assert fresh_worker.process is None
+    assert leftovers(folder) == []
+
+
 def test_one_worker_packages_snapshot_after_snapshot(folder: Path, fresh_worker) -> None:
     build(folder)
     first = fresh_worker.process.pid
@@ -565,6 +589,7 @@ def test_a_stand_in_imports_its_module_at_the_first_call_and_gives_way_to_it(
     (modules / "tldextract.py").write_text(
         "calls = []\ndef extract(host, **options):\n"
         "    calls.append(host)\n    return f'real {host} {sorted(options)}'\n"
+        "def other():\n    return 'real other'\n"
     )
 
     found = run_after_stand_ins(
@@ -575,7 +600,7 @@ def test_a_stand_in_imports_its_module_at_the_first_call_and_gives_way_to_it(
         first = tldextract.extract("a.example", include_psl_private_domains=True)
         second = tldextract.extract("b.example")
         real = sys.modules["tldextract"]
-        print(json.dumps({"before": before, "answers": [first, second],
+        print(json.dumps({"before": before, "answers": [first, second, tldextract.other()],
                           "real": real is not tldextract, "calls": real.calls}))
         """,
         tmp_path,
@@ -584,7 +609,11 @@ def test_a_stand_in_imports_its_module_at_the_first_call_and_gives_way_to_it(
 
     assert found == {
         "before": False,
-        "answers": ["real a.example ['include_psl_private_domains']", "real b.example []"],
+        "answers": [
+            "real a.example ['include_psl_private_domains']",
+            "real b.example []",
+            "real other",  # not a named function: anything else in it is the real module's too
+        ],
         "real": True,
         "calls": ["a.example", "b.example"],
     }

@@ -40,7 +40,9 @@ DEAD_OUTPUT_SECONDS = 5  # to read what a worker that died before its job printe
 # Modules that py-wacz imports but only some of its calls use, each costly to import: a stand-in
 # holds each one's place in sys.modules, and the first call of one of its named functions (which
 # ``from module import function`` binds without importing anything) or the first use of
-# anything else in it imports the real module, which takes the stand-in's place.
+# anything else in it imports the real module, which takes the stand-in's place. All the
+# stand-ins give way then: the real module may import another's submodules (tldextract imports
+# requests_file, which imports requests.adapters), which a stand-in, not a package, cannot hold.
 # - frictionless (a fifth of a second) serves only the full validate's schema check, which a
 #   job's check-contents leaves out.
 # - requests (50 ms) serves only the services that sign and verify a WACZ's datapackage digest
@@ -50,11 +52,13 @@ DEAD_OUTPUT_SECONDS = 5  # to read what a worker that died before its job printe
 #   surt's ``public_suffix`` option, which cdxj-indexer's SURT keys never ask for.
 _STAND_INS = """\
 import importlib, sys, types
+_stand_ins = {}
 def _stand_in(name, functions):
-    module = types.ModuleType(name)
+    module = _stand_ins[name] = types.ModuleType(name)
     def real():
-        if sys.modules.get(name) is module:
-            del sys.modules[name]
+        for other, stand_in in _stand_ins.items():
+            if sys.modules.get(other) is stand_in:
+                del sys.modules[other]
         return importlib.import_module(name)
     def forward(function):
         return lambda *args, **kwargs: getattr(real(), function)(*args, **kwargs)

@@ -587,6 +587,7 @@ def test_a_stand_in_imports_its_module_at_the_first_call_and_gives_way_to_it(
     modules = tmp_path / "modules"
     modules.mkdir()
     (modules / "tldextract.py").write_text(
+        "import requests.adapters  # a submodule of another stand-in's module, as requests_file\n"
         "calls = []\ndef extract(host, **options):\n"
         "    calls.append(host)\n    return f'real {host} {sorted(options)}'\n"
         "def other():\n    return 'real other'\n"
@@ -601,7 +602,8 @@ def test_a_stand_in_imports_its_module_at_the_first_call_and_gives_way_to_it(
         second = tldextract.extract("b.example")
         real = sys.modules["tldextract"]
         print(json.dumps({"before": before, "answers": [first, second, tldextract.other()],
-                          "real": real is not tldextract, "calls": real.calls}))
+                          "real": real is not tldextract, "calls": real.calls,
+                          "requests": hasattr(sys.modules["requests"], "__file__")}))
         """,
         tmp_path,
         path=modules,
@@ -616,4 +618,5 @@ def test_a_stand_in_imports_its_module_at_the_first_call_and_gives_way_to_it(
         ],
         "real": True,
         "calls": ["a.example", "b.example"],
+        "requests": True,  # the real one, which the real tldextract imported
     }

@@ -38,10 +38,10 @@ NOISE_LINES = 20  # of what the worker printed outside py-wacz, kept to explain 
 DEAD_OUTPUT_SECONDS = 5  # to read what a worker that died before its job printed
 
 # Modules that py-wacz imports but only some of its calls use, each costly to import: a stand-in
-# holds each one's place in sys.modules, and the first call of one of its named functions (which
-# ``from module import function`` binds without importing anything) or the first use of
-# anything else in it imports the real module, which takes the stand-in's place. All the
-# stand-ins give way then: the real module may import another's submodules (tldextract imports
+# holds each one's place in sys.modules, and the first use of anything in it imports the real
+# module, which takes the stand-in's place; the functions named for a module are those that
+# ``from module import function`` binds as py-wacz imports, which must not import it. When one
+# gives way, all do: the real module may import another's submodules (tldextract imports
 # requests_file, which imports requests.adapters), which a stand-in, not a package, cannot hold.
 # - frictionless (a fifth of a second) serves only the full validate's schema check, which a
 #   job's check-contents leaves out.
@@ -53,7 +53,7 @@ DEAD_OUTPUT_SECONDS = 5  # to read what a worker that died before its job printe
 _STAND_INS = """\
 import importlib, sys, types
 _stand_ins = {}
-def _stand_in(name, functions):
+def _stand_in(name, functions=()):
     module = _stand_ins[name] = types.ModuleType(name)
     def real():
         for other, stand_in in _stand_ins.items():
@@ -71,8 +71,8 @@ def _stand_in(name, functions):
     module.__getattr__ = attribute_of_real
     sys.modules.setdefault(name, module)
 _stand_in("frictionless", ["validate"])
-_stand_in("requests", ["post"])
-_stand_in("tldextract", ["extract"])
+_stand_in("requests")
+_stand_in("tldextract")
 """
 
 # The worker: first package and check a WACZ of one record in a scratch folder, silently

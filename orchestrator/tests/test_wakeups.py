@@ -610,7 +610,49 @@ def test_due_work_for_kinds_whose_actors_all_run_needs_no_tick(settings) -> None
 
     assert results_due is False
     assert snapshots_due is True  # no snapshot actor runs: one is started
-    assert snapshot_sealed is True  # add --wait's progress, a held-back snapshot
+    assert snapshot_sealed is True  # no snapshot actor runs: one may start a held-back one
     assert result_ended is False  # its snapshot is woken by a ping of its own
     assert queue_held is True  # an add --wait stops waiting
     assert safety_net is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_snapshot_that_ends_while_every_snapshot_actor_runs_is_passed_on_without_a_tick(
+    wake_folder, settings
+) -> None:
+    """Its end may let a snapshot held back by the window start: the idle snapshot actors hear
+    of it; no tick counts every kind's work, and add --wait's progress is still read."""
+    settings.ORCHESTRATOR_TICK = LONG
+    settings.ACTORS_SNAPSHOT = 1
+    ended = threading.Event()
+    progress_reads: list[int] = []
+    ticks: list[int] = []
+    orchestrator = Orchestrator(until=ended.is_set, on_tick=lambda _o: progress_reads.append(1))
+    counted = orchestrator.tick
+    orchestrator.tick = lambda: ticks.append(1) or counted()
+    busy = fork_process(time.sleep, LONG)
+    orchestrator.actors["snapshot"].append(busy)
+    pid = busy.pid
+
+    def snapshot_then_crawl_end() -> None:
+        wait_until(lambda: ticks, LONG)
+        ping(FINAL, "snapshot")
+        wait_until(lambda: len(progress_reads) == 2, LONG)
+        ended.set()
+        ping(FINAL, "crawl")
+
+    try:
+        with Listener("snapshot") as idle_actor:
+            pinger = threading.Thread(target=snapshot_then_crawl_end)
+            pinger.start()
+            orchestrator.run()
+            pinger.join()
+            passed_on = idle_actor.drain().pings
+    finally:
+        # The orchestrator stopped and reaped it as it shut down, unless the run failed first.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    assert passed_on == {(DUE, "snapshot")}
+    assert len(ticks) == 2  # the first, and the crawl's end's
+    assert len(progress_reads) == 3  # after each tick, and after the snapshot's end

@@ -70,26 +70,16 @@ logger = logging.getLogger(__name__)
 RECOVERABLE = (OSError, ValueError, SigningKeyError, RevisitError)
 
 
-def snapshot_finalize(*, snapshot: Snapshot) -> None:
+def snapshot_finalize(*, snapshot: Snapshot, attempt_counted: bool = False) -> None:
     """Run the finalizing steps of ``snapshot`` (in ``finalizing``) and seal it.
 
     Each attempt is counted before it runs, so a worker that dies while finalizing uses one up
-    too. A ValueError here is a file name that cannot be encoded.
+    too: here, or by the caller with ``attempt_counted`` (the first attempt, counted in the
+    commit that moved the snapshot to ``finalizing``: core/services/snapshots.py). A
+    ValueError here is a file name that cannot be encoded.
     """
-    if exhausted(snapshot.attempts, settings.MAX_ATTEMPTS):
-        # An attempt that ends seals, fails or backs off with attempts left: claimed with none
-        # left, the snapshot's last attempt neither sealed nor failed, its worker died.
-        recover_expired_lease(
-            snapshot,
-            max_attempts=settings.MAX_ATTEMPTS,
-            back_off=partial(_retry_finalizing, snapshot),
-            fail=partial(_finalizing_failed, snapshot),
-            earlier_error=snapshot.error,
-        )
+    if not attempt_counted and not _count_attempt(snapshot):
         return
-    with transaction.atomic():
-        snapshot.begin_finalizing()
-        snapshot.save()
     results = list(snapshot.results.order_by("pk"))
     found = _given_title(snapshot) or _title_from(results) or _unchanged_title(snapshot)
     snapshot.title = found or snapshot.title
@@ -121,6 +111,26 @@ def snapshot_finalize(*, snapshot: Snapshot) -> None:
         copies_queue(snapshot=snapshot)
         snapshot_index_text(snapshot=snapshot)
     wake_crawl_if_done(snapshot)
+
+
+def _count_attempt(snapshot: Snapshot) -> bool:
+    """Count one more finalizing attempt of ``snapshot`` and return True; or, with none
+    left, recover the attempt whose worker died and return False."""
+    if exhausted(snapshot.attempts, settings.MAX_ATTEMPTS):
+        # An attempt that ends seals, fails or backs off with attempts left: claimed with none
+        # left, the snapshot's last attempt neither sealed nor failed, its worker died.
+        recover_expired_lease(
+            snapshot,
+            max_attempts=settings.MAX_ATTEMPTS,
+            back_off=partial(_retry_finalizing, snapshot),
+            fail=partial(_finalizing_failed, snapshot),
+            earlier_error=snapshot.error,
+        )
+        return False
+    with transaction.atomic():
+        snapshot.begin_finalizing()
+        snapshot.save()
+    return True
 
 
 def snapshot_reseal(*, snapshot: Snapshot) -> None:

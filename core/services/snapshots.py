@@ -111,9 +111,10 @@ def snapshot_check_results(*, snapshot: Snapshot) -> None:
             snapshot.abandon(error=f"blocking step {blocking.extractor} failed: {blocking.error}")
         else:
             snapshot.finish()
+            snapshot.begin_finalizing()  # its first attempt, counted in this same commit
         snapshot.save()
     if blocking is None:
-        snapshot_finalize(snapshot=snapshot)
+        snapshot_finalize(snapshot=snapshot, attempt_counted=True)
     else:
         logger.warning("snapshot %s (%s) failed: %s", snapshot.pk, snapshot.url, snapshot.error)
         wake_crawl_if_done(snapshot)

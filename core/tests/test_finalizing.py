@@ -5,6 +5,8 @@ test_services.py."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.choices import CopyStatus, ResultStatus, SnapshotStatus
@@ -100,6 +102,31 @@ def test_packaging_failures_retry_only_when_temporary(monkeypatch, temporary, st
     snapshot = reloaded(snapshot)
     assert snapshot.status == status
     assert snapshot.error == "finalizing failed: py-wacz says no"
+
+
+class WorkerDied(BaseException):
+    """Stands for the end of a worker killed while it finalizes: nothing after it runs."""
+
+
+def test_the_first_finalizing_attempt_is_counted_in_the_commit_that_starts_it(
+    monkeypatch,
+) -> None:
+    """One write of the snapshot's row, not two, moves it to finalizing and counts the attempt;
+    a worker that dies during that attempt has used it up all the same."""
+
+    def die(*args, **kwargs):
+        raise WorkerDied
+
+    monkeypatch.setattr(finalizing, "_check_outputs", die)
+    snapshot = finished_snapshot()
+
+    with CaptureQueriesContext(connection) as queries, pytest.raises(WorkerDied):
+        snapshot_check_results(snapshot=snapshot)
+
+    writes = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "core_snapshot"')]
+    assert len(writes) == 1
+    snapshot = reloaded(snapshot)
+    assert (snapshot.status, snapshot.attempts) == (SnapshotStatus.FINALIZING, 1)
 
 
 def test_sealing_queues_one_copy_per_target_and_resealing_copies_again(settings) -> None:

@@ -18,7 +18,7 @@ from crawls.models import Crawl
 
 PLAIN_INTERVAL_SECONDS = 5
 # Most often, in seconds, the counts are read again for a live bar: each read is four queries,
-# and the orchestrator ticks whenever a result ends (issue 19).
+# and add --wait's orchestrator asks after every wake-up, as often as a result ends (issue 19).
 BAR_REFRESH_SECONDS = 0.5
 
 
@@ -66,8 +66,8 @@ class CrawlProgress:
             self.update(force=True, now=True)
 
     def update(self, *_args, force: bool = False, now: bool = False) -> None:
-        """Refresh the counts from the database (called once per orchestrator tick, or per
-        wake-up while waiting for the staying orchestrator): at most
+        """Refresh the counts from the database (called after each of the orchestrator's ticks
+        and wake-ups, or per wake-up while waiting for the staying orchestrator): at most
         every BAR_REFRESH_SECONDS for a live bar, every PLAIN_INTERVAL_SECONDS for lines, and
         always when ``force``; a line that changed is printed at once with ``now``."""
         moment = time.monotonic()

@@ -17,6 +17,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.backends.sqlite3 import base as django_sqlite
 
 from archive.backends.sqlite3.base import WriterLock, _qmark_style, writer_lock
+from core.models import Tag
 
 LONG = 60  # seconds: only a child that never comes reaches it
 TRY_LOCK = """
@@ -173,6 +174,27 @@ def test_a_transaction_holds_the_lock_until_it_commits() -> None:
             nested = free_for_another_process(lock_file())
 
     assert (inside, nested) == (False, False)
+    assert free_for_another_process(lock_file())
+
+
+@sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_a_write_outside_a_transaction_holds_the_lock_while_it_runs() -> None:
+    """SQLite makes it a transaction of its own: it queues on the lock as one does, rather
+    than in SQLite's busy handler. A read takes no lock."""
+    held_during: dict[str, bool] = {}
+
+    def look(execute, sql, params, many, context):
+        held_during[sql.split()[0]] = not free_for_another_process(lock_file())
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(look):
+        tag = Tag.objects.create(name="news")
+        Tag.objects.filter(pk=tag.pk).update(name="sport")
+        names = list(Tag.objects.values_list("name", flat=True))
+
+    assert names == ["sport"]
+    assert held_during == {"INSERT": True, "UPDATE": True, "SELECT": False}
     assert free_for_another_process(lock_file())
 
 

@@ -11,7 +11,11 @@ snapshot actors' 44 s (bench/throughput.py, issue 19).
 
 So every transaction first takes an exclusive ``flock(2)`` on ``<database>-writer.lock`` and
 keeps it until it commits or rolls back: waiting writers then take turns as the lock frees,
-within a fraction of a millisecond. The lock only orders the writers; SQLite's own lock still
+within a fraction of a millisecond. A write outside ``transaction.atomic()`` is a transaction
+of its own to SQLite, and takes the lock for its statement too: in SQLite's busy handler, up to
+100 ms between tries, it waited 1.3 ms on average for the lock a queued writer holds for
+about one (snapshot_wake, 50 a run of 50 pages), and could lose its turn to them again and
+again. The lock only orders the writers; SQLite's own lock still
 guards the data. A writer that is not Vellum's, or one that waited SQLITE_BUSY_TIMEOUT for the
 lock file, goes on to ``BEGIN IMMEDIATE`` and SQLite's busy handler as before, so the worst case
 is "database is locked" after the timeout twice over (on the lock file, then in SQLite),
@@ -126,6 +130,12 @@ class CursorWrapper(base.SQLiteCursorWrapper):
         return super().convert_query(query, param_names=param_names)
 
 
+def _takes_no_lock(sql: str) -> bool:
+    """True for a read (SELECT), and for the BEGIN of a transaction, which has taken the lock
+    already (``_start_transaction_under_autocommit``)."""
+    return sql.lstrip()[:6].upper().startswith(("SELECT", "BEGIN"))
+
+
 @functools.lru_cache(maxsize=1024)
 def _qmark_style(query: str) -> str:
     """``query`` with "format" placeholders in "qmark" style, as Django's cursor makes it."""
@@ -141,8 +151,27 @@ class DatabaseWrapper(base.DatabaseWrapper):
     _held_writer_lock: WriterLock | None = None  # what this connection's transaction holds
     _writer_lock_of: tuple[str, WriterLock | None] | None = None  # (database NAME, its lock)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.execute_wrappers.append(self._queue_autocommit_write)
+
     def create_cursor(self, name=None):
         return self.connection.cursor(factory=CursorWrapper)
+
+    def _queue_autocommit_write(self, execute, sql, params, many, context):
+        """Run a statement that writes outside any transaction under the writer lock, as its
+        own transaction (the module's docstring); a read, or a statement in a transaction
+        (which holds the lock already), runs as it is."""
+        if self.in_atomic_block or _takes_no_lock(sql) or not self.get_autocommit():
+            return execute(sql, params, many, context)
+        lock = self._writer_lock()
+        if lock is None:
+            return execute(sql, params, many, context)
+        lock.acquire(timeout=self.settings_dict["OPTIONS"].get("timeout", 5))
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            lock.release()
 
     def _start_transaction_under_autocommit(self) -> None:
         lock = self._writer_lock()

@@ -164,27 +164,28 @@ class DatabaseWrapper(base.DatabaseWrapper):
         (which holds the lock already), runs as it is."""
         if self.in_atomic_block or _takes_no_lock(sql) or not self.get_autocommit():
             return execute(sql, params, many, context)
-        lock = self._writer_lock()
-        if lock is None:
-            return execute(sql, params, many, context)
-        lock.acquire(timeout=self.settings_dict["OPTIONS"].get("timeout", 5))
+        lock = self._acquire_writer_lock()
         try:
             return execute(sql, params, many, context)
         finally:
-            lock.release()
+            if lock is not None:
+                lock.release()
 
     def _start_transaction_under_autocommit(self) -> None:
-        lock = self._writer_lock()
-        if lock is None:
-            super()._start_transaction_under_autocommit()
-            return
         try:
-            lock.acquire(timeout=self.settings_dict["OPTIONS"].get("timeout", 5))
-            self._held_writer_lock = lock
+            self._held_writer_lock = self._acquire_writer_lock()
             super()._start_transaction_under_autocommit()
         except BaseException:
             self._release_writer_lock()
             raise
+
+    def _acquire_writer_lock(self) -> WriterLock | None:
+        """Take this database's writer lock (waiting up to the connection's timeout) and
+        return it; None for a database that has none (in memory)."""
+        lock = self._writer_lock()
+        if lock is not None:
+            lock.acquire(timeout=self.settings_dict["OPTIONS"].get("timeout", 5))
+        return lock
 
     def _commit(self):
         try:

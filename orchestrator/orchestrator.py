@@ -213,20 +213,40 @@ class Orchestrator:
 
     def _listen(self, timeout: float) -> Wake:
         """Wait up to ``timeout`` seconds for a wake-up, an actor's exit or another machine's
-        ping; return what came (``last_wake``)."""
+        ping; return what came (``last_wake``).
+
+        On PostgreSQL this machine's own pings come twice: through the FIFO and as NOTIFYs on
+        the LISTEN connection. A NOTIFY is no wake-up by itself: the pings of other machines it
+        carries are added to the FIFO's, and one carrying only this machine's own is read and
+        waited past (it came through the FIFO, or will). Only actors' sentinels count as
+        ``ready``. A lost LISTEN connection ends the wait (the tick that follows polls).
+        """
         running = {process.sentinel: process for process in self.running()}
-        database = [self.database_listener.fileno()] if self.database_listener else []
-        wake = self.listener.wait(timeout, also=[*running, *database])
-        for fd in wake.ready:
-            if fd in running:
-                # Its sentinel closes as it exits, a moment before it can be reaped.
-                running[fd].join(timeout=EXIT_GRACE_SECONDS)
-        if database and database[0] in wake.ready:
-            wake = Wake(wake.pings | self._from_other_machines(), wake.interrupted, wake.ready)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = max(deadline - time.monotonic(), 0)
+            wake, lost = self._select(remaining, running)
+            if not wake.timed_out or lost or remaining == 0:
+                break
         self.last_wake = wake
         if timeout or not wake.timed_out:  # a look between two compilations says nothing
             logger.debug("woken by %s", wake.describe())
         return wake
+
+    def _select(self, timeout: float, running: dict[int, BaseProcess]) -> tuple[Wake, bool]:
+        """One wait of ``_listen``: the wake-up (``ready``: the sentinels of ``running`` that
+        closed, their actors joined) and whether the LISTEN connection was lost."""
+        database = [self.database_listener.fileno()] if self.database_listener else []
+        wake = self.listener.wait(timeout, also=[*running, *database])
+        exited = tuple(fd for fd in wake.ready if fd in running)
+        for fd in exited:
+            # Its sentinel closes as it exits, a moment before it can be reaped.
+            running[fd].join(timeout=EXIT_GRACE_SECONDS)
+        pings = wake.pings
+        if database and database[0] in wake.ready:
+            pings |= self._from_other_machines()
+        lost = bool(database) and self.database_listener is None
+        return Wake(pings, wake.interrupted, exited), lost
 
     def _from_other_machines(self) -> frozenset[tuple[str, str]]:
         """Read the pings other machines sent through PostgreSQL and pass them on to this

@@ -41,6 +41,7 @@ from orchestrator.wakeups import (
     Listener,
     Wake,
     database_label,
+    notify_due,
     ping,
     staying_orchestrators,
     wake_dir,
@@ -576,6 +577,71 @@ def test_the_orchestrator_passes_another_machines_ping_on_to_its_actors(
     finally:
         orchestrator.listener.close()
         orchestrator.database_listener.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_this_machines_own_notify_wakes_the_orchestrator_no_more_than_its_fifo_ping(
+    wake_folder, settings
+) -> None:
+    """On PostgreSQL a write's ping comes twice, through the FIFO and as a NOTIFY: the NOTIFY
+    adds nothing. Due results while every result actor runs still need no tick, and a NOTIFY
+    of this machine's own alone ends no wait."""
+    needs_postgresql()
+    settings.ORCHESTRATOR_TICK = 0.5
+    settings.ACTORS_ARCHIVERESULT = 1
+    orchestrator = Orchestrator()
+    orchestrator.compiled = set(orchestrator.kinds)  # nothing to compile while it waits
+    orchestrator.listener = Listener("all")
+    orchestrator.database_listener = DatabaseListener()  # this machine's
+    busy = fork_process(time.sleep, LONG)
+    orchestrator.actors["archiveresult"].append(busy)
+    database = orchestrator.database_listener.fileno()
+    try:
+        with transaction.atomic():
+            notify_due("archiveresult")
+        assert wait_readable(database)
+        both = orchestrator.wait()
+        here = f"{socket.gethostname()} {database_label()}"
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{DUE} crawl {here}"])
+        assert wait_readable(database)
+        notify_alone = orchestrator.wait()
+        left_unread = select.select([database], [], [], 0)[0]
+    finally:
+        os.kill(busy.pid, signal.SIGKILL)
+        busy.join()
+        orchestrator.listener.close()
+        orchestrator.database_listener.close()
+
+    assert both.pings == {(DUE, "archiveresult")} and both.ready == ()
+    assert orchestrator._needs_tick(both) is False
+    assert notify_alone.timed_out  # waited past it, to the safety net's tick
+    assert left_unread == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_listen_connection_ends_the_wait_and_leaves_the_polls(
+    wake_folder, settings, caplog
+) -> None:
+    needs_postgresql()
+    settings.ORCHESTRATOR_TICK = LONG
+    orchestrator = Orchestrator()
+    orchestrator.compiled = set(orchestrator.kinds)  # nothing to compile while it waits
+    orchestrator.listener = Listener("all")
+    orchestrator.database_listener = DatabaseListener()
+    backend = orchestrator.database_listener.connection.info.backend_pid
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
+        wake = orchestrator.wait()
+    finally:
+        orchestrator.listener.close()
+
+    assert wake.timed_out  # so the tick that follows polls
+    assert orchestrator.database_listener is None
+    assert "lost the LISTEN connection" in caplog.text
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,6 +9,7 @@ record means an actor owns it, or that it waits for a retry; ``NULL`` means fina
 from __future__ import annotations
 
 from datetime import datetime
+from typing import ClassVar
 
 from django.db import models
 from django.db.models import Exists
@@ -117,6 +118,11 @@ class WorkItem(models.Model):
     start_ts = models.DateTimeField(null=True, blank=True, help_text="When work on it started.")
     end_ts = models.DateTimeField(null=True, blank=True, help_text="When it reached a final state.")
 
+    # Whether a record's end may make another of its kind claimable (a snapshot held back by
+    # the window of started ones, SnapshotQuerySet.claimable): its end then pings that kind's
+    # idle actors as due work does, not only the orchestrator.
+    END_MAY_RELEASE_ANOTHER: ClassVar[bool] = False
+
     class Meta:
         abstract = True
 
@@ -128,8 +134,9 @@ class WorkItem(models.Model):
     def announce(self) -> None:
         """Once the transaction commits, wake the orchestrator and idle actors of this kind if
         the record is due now, and the orchestrator if it is final (a crawl ``add --wait``
-        waits for, a snapshot whose end lets a held-back one start); nothing while
-        ``retry_at`` lies ahead (a lease, a backoff). See orchestrator/wakeups.py."""
+        waits for), with the idle actors too when its end may release another
+        (``END_MAY_RELEASE_ANOTHER``: a snapshot whose end lets a held-back one start); nothing
+        while ``retry_at`` lies ahead (a lease, a backoff). See orchestrator/wakeups.py."""
         _announce(type(self), self.retry_at)
 
 
@@ -138,6 +145,8 @@ def _announce(model: type[WorkItem], retry_at) -> None:
     kind = model._meta.model_name
     if retry_at is None:
         notify_final(kind)
+        if model.END_MAY_RELEASE_ANOTHER:
+            notify_due(kind)
     elif isinstance(retry_at, datetime) and retry_at <= timezone.now():
         notify_due(kind)
 

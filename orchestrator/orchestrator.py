@@ -148,8 +148,7 @@ class Orchestrator:
                     self.on_tick(self)
                 if self._finished():
                     break
-                while not self._needs_tick(wake := self.wait()):
-                    self._pass_on(wake)
+                while not self._needs_tick(self.wait()):
                     if self.on_tick:
                         self.on_tick(self)  # add --wait's progress reads at its own pace
         finally:
@@ -160,9 +159,10 @@ class Orchestrator:
         already (a tick could start no actor, and the writer pinged those actors itself), of
         archive results that ended (nothing the orchestrator schedules waits for one: the
         result's snapshot is woken by a ping of its own), or of snapshots that ended while
-        every snapshot actor runs (``_pass_on`` tells them; the snapshot's crawl is woken by a
-        ping of its own). A tick counts every kind's due work, in some ten queries: on 50
-        pages, 50 of add --wait's 62 ticks followed a snapshot's end (issue 19)."""
+        every snapshot actor runs (the writer pings them too, for a held-back snapshot the end
+        lets start: WorkItem.announce; the snapshot's crawl is woken by a ping of its own). A
+        tick counts every kind's due work, in some ten queries: on 50 pages, 50 of add
+        --wait's 62 ticks followed a snapshot's end (issue 19)."""
         if wake.timed_out or wake.interrupted or wake.ready or self.draining or self.stopping:
             return True
         return any(self._ping_needs_tick(event, kind) for event, kind in wake.pings)
@@ -171,8 +171,8 @@ class Orchestrator:
         if event == FINAL and kind == "archiveresult":
             return False
         if event == FINAL and kind == "snapshot":
-            # Its end may let a snapshot held back by the window start: one that only its
-            # actors can take, while all of them run (``_pass_on``).
+            # Its end may let a snapshot held back by the window start: an actor is started
+            # for it unless all run (those the writer pinged: WorkItem.announce).
             return not self._all_running("snapshot")
         if event != DUE or kind not in self.kinds:
             return True
@@ -180,15 +180,6 @@ class Orchestrator:
 
     def _all_running(self, kind: str) -> bool:
         return len(self.actors[kind]) >= self.kinds[kind].concurrency
-
-    def _pass_on(self, wake: Wake) -> None:
-        """After a wake-up that needs no tick: tell the idle snapshot actors of a snapshot's
-        end, which may have let a held-back one start (``SnapshotQuerySet.claimable``'s
-        window), as the tick would after counting it. The actor that sealed it claims next
-        on its own; this is for an end that came otherwise (a result that failed its
-        snapshot). An idle actor that finds nothing waits again."""
-        if (FINAL, "snapshot") in wake.pings:
-            ping(DUE, "snapshot", orchestrators=False)
 
     def wait(self) -> Wake:
         """Wait until something may need a tick (see the module's docstring); return it.

@@ -165,6 +165,10 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
     signature, and seals it (core/services/finalizing.py).
     """
 
+    # Its end frees a place in the window of started snapshots (``claimable``): the idle
+    # snapshot actors hear of it, as of due work (WorkItem.announce).
+    END_MAY_RELEASE_ANOTHER = True
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     crawl = models.ForeignKey("crawls.Crawl", on_delete=models.CASCADE, related_name="snapshots")
     url = models.URLField(max_length=2048, help_text="Normalized URL (see crawls/seeds.py).")

@@ -17,6 +17,7 @@ from django.utils import timezone
 from django_fsm import FSMField, transition
 
 from orchestrator.retries import next_poll
+from orchestrator.saving import save_row
 from orchestrator.wakeups import notify_due, notify_final
 
 
@@ -127,8 +128,10 @@ class WorkItem(models.Model):
         abstract = True
 
     def save(self, *args, **kwargs) -> None:
-        """Save, then ``announce()`` the record's new ``retry_at``."""
-        super().save(*args, **kwargs)
+        """Save, then ``announce()`` the record's new ``retry_at``. A record read from the
+        database is saved by one UPDATE written once per process (orchestrator/saving.py)."""
+        if args or kwargs or not save_row(self):
+            super().save(*args, **kwargs)
         self.announce()
 
     def announce(self) -> None:

@@ -86,8 +86,9 @@ def claim_next_with_companions(
     on the record there, e.g. start it, so that no claim after this one sees it waiting); False
     means it has put the record back itself (``hand_back``), and the next candidate is tried.
 
-    Return ``[record, *its companions in claim order]``, each loaded with ``related`` and
-    carrying the end of its lease as ``retry_at``; ``[]`` when nothing is due (or admitted).
+    Return ``[record, *its companions in claim order]``, each carrying the end of its lease as
+    ``retry_at``: the record loaded with ``related``, its companions as their rows were read
+    (``claim_companions``); ``[]`` when nothing is due (or admitted).
     """
     fields = CLAIM_FIELDS + lease_fields
     now = timezone.now()
@@ -98,13 +99,7 @@ def claim_next_with_companions(
             return []
         if companions is None:
             return [record]
-        others = claim_companions(
-            record,
-            companions(record),
-            lease_seconds=lease_seconds,
-            lease_fields=lease_fields,
-            related=related,
-        )
+        others = claim_companions(record, companions(record), lease_seconds=lease_seconds)
         return [record, *others]
 
     limit, skip_locked = _claim_shape(admitted=admit is not None)
@@ -151,12 +146,12 @@ def claim_companions(
     candidates: Sequence[models.Model],
     *,
     lease_seconds: Callable[[models.Model], float],
-    lease_fields: tuple[str, ...] = (),
-    related: tuple[str, ...] = (),
 ) -> list[models.Model]:
     """Claim the records of ``candidates``, in claim order, to run one after the other after
-    ``first``, which this actor holds with a lease ending ``first.retry_at``; return them
-    loaded with ``related``.
+    ``first``, which this actor holds with a lease ending ``first.retry_at``; return the rows
+    won, each with the end of its lease as ``retry_at``. They are not loaded whole here: the
+    actor loads each afresh, with what it needs, right before it runs it (``reload_claimed``,
+    which also finds out whether it is still runnable by then).
 
     ``candidates`` are the rows that may be taken (orchestrator/work.py): due ones, or ones
     that wait for ``first`` alone and will be runnable once it ends; read in this transaction,
@@ -179,9 +174,9 @@ def claim_companions(
         for row in candidates:
             end = lease_end + timedelta(seconds=lease_seconds(row))
             if _compare_and_set(row, end):
-                lease_end = end
+                lease_end = row.retry_at = end
                 won.append(row)
-        return [record_by_pk(type(row), row.pk, related) for row in won]
+    return won
 
 
 def companion_rows(candidates: models.QuerySet, fields: tuple[str, ...]) -> models.QuerySet:

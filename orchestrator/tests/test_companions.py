@@ -137,7 +137,9 @@ def test_companions_come_without_the_crawl_fields_that_grow_with_the_crawl() -> 
     again = reload_claimed(companion, lease_end=companion.retry_at, related=("snapshot__crawl",))
 
     # As the claimed record itself (orchestrator/prepared.py with_related): read when used.
-    for record in (first, companion, again):
+    # A companion is claimed as its row was read, and loaded so right before it runs.
+    assert "snapshot" not in companion._state.fields_cache
+    for record in (first, again):
         assert record.snapshot.crawl.get_deferred_fields() == {"seeds", "seed_details"}
 
 

@@ -76,19 +76,21 @@ def check_outputs(
     """
     problems: list[str] = []
     main = None
-    root = folder.resolve()  # once: each file's resolved path must lie under it
+    within = _Within(folder)
     registered = registry.find_extractor(extractor)
     kind = registered.main_output if registered else MainOutput.FILE
     if kind != MainOutput.VALUE and not output:
         problems.append(f"{extractor}: no main output recorded")
     elif kind == MainOutput.DIRECTORY:
-        problems += _check_directory(folder, _join(extractor, output), root=root)
+        problems += _check_directory(folder, _join(extractor, output), within=within)
     elif kind == MainOutput.FILE:
         main = _join(extractor, output)
     declared = declared_outputs()
     names = dict.fromkeys([*map(_normal, output_files), *([main] if main else [])])
     for name in names:
-        problems += _check_file(folder, name, root=root, is_main=name == main, declared=declared)
+        problems += _check_file(
+            folder, name, within=within, is_main=name == main, declared=declared
+        )
     return problems
 
 
@@ -113,10 +115,10 @@ def _normal(name: str) -> str:
 
 
 def _check_file(
-    folder: Path, name: str, *, root: Path, is_main: bool, declared: list[Declared]
+    folder: Path, name: str, *, within: _Within, is_main: bool, declared: list[Declared]
 ) -> list[str]:
     """Return the problems of the listed file ``name``: where it is, its size, its format."""
-    info, problem = _locate(folder, name, root=root)
+    info, problem = _locate(folder, name, within=within)
     if problem:
         return [problem]
     check = _check_for(name, declared)
@@ -131,20 +133,19 @@ def _check_file(
     return [f"{name}: {detail}" for detail in details]
 
 
-def _check_directory(folder: Path, name: str, *, root: Path) -> list[str]:
+def _check_directory(folder: Path, name: str, *, within: _Within) -> list[str]:
     """Return the problems of a main output that is a folder (git's mirror): it must be one."""
-    info, problem = _locate(folder, name, root=root, regular=False)
+    info, problem = _locate(folder, name, within=within, regular=False)
     if problem:
         return [problem]
     return [] if stat.S_ISDIR(info.st_mode) else [f"{name}: not a folder"]
 
 
 def _locate(
-    folder: Path, name: str, *, root: Path, regular: bool = True
+    folder: Path, name: str, *, within: _Within, regular: bool = True
 ) -> tuple[os.stat_result, None] | tuple[None, str]:
-    """Return (``name``'s status, None) if it is inside ``folder`` (whose resolved path is
-    ``root``) and no symbolic link, else (None, the problem). With ``regular``, it must also be
-    a regular file.
+    """Return (``name``'s status, None) if it is inside ``folder`` (``within``) and no symbolic
+    link, else (None, the problem). With ``regular``, it must also be a regular file.
 
     lstat, not stat: a link is reported, never followed, and a FIFO is never opened (which
     would block).
@@ -164,9 +165,28 @@ def _locate(
     if regular and not stat.S_ISREG(info.st_mode):
         return None, f"{name}: not a regular file"
     # A linked folder on the way (wget/ -> /elsewhere) would lead out of the snapshot folder.
-    if not path.resolve().is_relative_to(root):
+    if not within.holds(path):
         return None, f"{name}: outside the snapshot folder"
     return info, None
+
+
+class _Within:
+    """The snapshot folder of one ``check_outputs``, resolved, and the folders under it resolved
+    so far: a page's requisites share a few folders, and resolving a path takes a system call
+    per folder in it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.root = folder.resolve()
+        self._resolved: dict[Path, Path] = {}
+
+    def holds(self, path: Path) -> bool:
+        """True when ``path``, no symbolic link itself (the caller's lstat said so), resolves
+        to a path inside the snapshot folder."""
+        parent = path.parent
+        resolved = self._resolved.get(parent)
+        if resolved is None:
+            resolved = self._resolved[parent] = parent.resolve()
+        return (resolved / path.name).is_relative_to(self.root)
 
 
 def _check_for(name: str, declared: list[Declared]) -> FileCheck | None:

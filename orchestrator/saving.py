@@ -23,8 +23,6 @@ writes, column by column (orchestrator/tests/test_saving.py).
 
 from __future__ import annotations
 
-from functools import cache
-
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.db.models import signals
@@ -52,14 +50,21 @@ class _Statement:
         self.sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {conditions}"
 
 
+# (database vendor, model, attnames loaded) -> its statement, or None: Django's save runs.
+_statements: dict[tuple, _Statement | None] = {}
+
+
 def _statement(connection, model: type[models.Model], loaded: frozenset[str]) -> _Statement | None:
     """The statement of ``model`` for the fields ``loaded`` (attnames) on ``connection``'s
-    database, or None where Django's own save must run (see the module's docstring)."""
-    return _written(connection.vendor, connection.ops.quote_name, model, loaded)
+    database, or None where Django's own save must run (see the module's docstring). Written
+    once per vendor: each thread has a connection of its own, which quotes names alike."""
+    key = (connection.vendor, model, loaded)
+    if key not in _statements:
+        _statements[key] = _written(model, loaded, connection.ops.quote_name)
+    return _statements[key]
 
 
-@cache
-def _written(vendor: str, quote, model: type[models.Model], loaded: frozenset[str]):
+def _written(model: type[models.Model], loaded: frozenset[str], quote) -> _Statement | None:
     meta = model._meta
     if meta.parents or meta.select_on_save:
         return None
@@ -107,14 +112,16 @@ def save_row(record: models.Model) -> bool:
         field.get_db_prep_value(state, connection, prepared=False)
         for field, state in zip(statement.states, states, strict=True)
     ]
-    with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
-        cursor.execute(statement.sql, params)
-        updated = cursor.rowcount
-    if not updated:
-        if statement.states and model._base_manager.filter(pk=record.pk).exists():
+    # As Django's save: an error marks the caller's transaction for rollback.
+    with transaction.mark_for_rollback_on_error(using):
+        with connection.cursor() as cursor:
+            cursor.execute(statement.sql, params)
+            updated = cursor.rowcount
+        if not updated and statement.states and model._base_manager.filter(pk=record.pk).exists():
             raise ConcurrentTransition(
                 "Cannot save object! The state has been changed since fetched from the database!"
             )
+    if not updated:
         return False  # gone meanwhile: Django's save inserts it again, as it would have
     record._state.adding = False
     record._state.db = using
@@ -140,4 +147,4 @@ def _has_receivers(model: type[models.Model]) -> bool:
 @receiver(setting_changed)
 def _forget_statements(**kwargs) -> None:
     """A test that changes the database settings gets statements written for its own."""
-    _written.cache_clear()
+    _statements.clear()

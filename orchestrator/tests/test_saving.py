@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.db.models import F
 from django.db.models.signals import pre_save
 from django.test.utils import CaptureQueriesContext
@@ -116,9 +116,12 @@ def test_a_state_changed_by_another_process_is_refused_and_nothing_is_written() 
     theirs.save()
 
     succeed(mine)
-    with pytest.raises(ConcurrentTransition):
-        save_row(mine)
+    with transaction.atomic():
+        with pytest.raises(ConcurrentTransition):
+            save_row(mine)
+        marked_for_rollback = transaction.get_rollback()  # as by Django's save
 
+    assert marked_for_rollback is True
     assert columns(result)["status"] == ResultStatus.BACKOFF
     assert columns(result)["output"] == ""
 

@@ -170,7 +170,8 @@ def claim_companions(
     """
     lease_end = first.retry_at
     won = []
-    with transaction.atomic():
+    # No savepoint within the claim's transaction: a failure here fails the whole claim.
+    with transaction.atomic(savepoint=False):
         for row in candidates:
             end = lease_end + timedelta(seconds=lease_seconds(row))
             if _compare_and_set(row, end):

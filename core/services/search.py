@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from core.extractors import registry
@@ -45,20 +45,24 @@ def snapshot_page_text(*, snapshot: Snapshot) -> str:
     return ""
 
 
-def snapshot_index_text(*, snapshot: Snapshot) -> SnapshotText:
-    """Write (or rewrite) ``snapshot``'s row of the search index from its folder and record."""
-    text = snapshot_page_text(snapshot=snapshot)
-    row, _created = SnapshotText.objects.update_or_create(
-        snapshot=snapshot,
-        defaults={
-            "title": snapshot.title,
-            # PostgreSQL's parser keeps "docs.example.org" as one token: add its parts as words.
-            "url": f"{snapshot.url} {' '.join(WORD.findall(snapshot.url))}",
-            "tags": " ".join(snapshot.tags.values_list("name", flat=True)),
-            "text": text,
-        },
-    )
-    return row
+def snapshot_index_text(*, snapshot: Snapshot) -> None:
+    """Write (or rewrite) ``snapshot``'s row of the search index from its folder and record.
+
+    An UPDATE, and an INSERT when it found no row: two statements, where update_or_create
+    takes six (its lock, read and savepoints) at every seal. Two processes that index one
+    snapshot at once (a reindex during its seal) may both insert: the second raises
+    IntegrityError, which fails that attempt, and its transaction is rolled back.
+    """
+    fields = {
+        "title": snapshot.title,
+        # PostgreSQL's parser keeps "docs.example.org" as one token: add its parts as words.
+        "url": f"{snapshot.url} {' '.join(WORD.findall(snapshot.url))}",
+        "tags": " ".join(snapshot.tags.values_list("name", flat=True)),
+        "text": snapshot_page_text(snapshot=snapshot),
+    }
+    with transaction.atomic(savepoint=False):
+        if not SnapshotText.objects.filter(snapshot=snapshot).update(**fields):
+            SnapshotText.objects.create(snapshot=snapshot, **fields)
 
 
 def search_words(query: str) -> list[str]:

@@ -15,9 +15,10 @@ Django's save would have sent: each field's ``pre_save`` (``auto_now`` sets ``mo
 then ``get_db_prep_save``, the key and the state as their fields adapt a lookup's value; as
 Django's, it leaves out generated columns, and the fields of a record loaded without them. What
 it does not replicate it leaves to Django, by answering False before it writes anything: a
-record not saved before, a save with arguments, a model with a ``pre_save``/``post_save``
-receiver or a parent model, a field with a placeholder of its own (binary) or a value that is
-an expression (``F()``), a state that is NULL. The tests hold it to what ``Model.save()``
+record not saved before, a save with arguments (a crawl's: ``Crawl.save`` names the fields it
+writes), a model with a ``pre_save``/``post_save`` receiver or a parent model, a field with a
+placeholder of its own (binary), a value that is an expression (``F()``) or a model instance,
+a state that is NULL. The tests hold it to what ``Model.save()``
 writes, column by column (orchestrator/tests/test_saving.py).
 """
 
@@ -59,25 +60,31 @@ def _statement(connection, model: type[models.Model], loaded: frozenset[str]) ->
     database, or None where Django's own save must run (see the module's docstring). Written
     once per vendor: each thread has a connection of its own, which quotes names alike."""
     key = (connection.vendor, model, loaded)
-    if key not in _statements:
-        _statements[key] = _written(model, loaded, connection.ops.quote_name)
-    return _statements[key]
+    try:
+        return _statements[key]
+    except KeyError:
+        statement = _statements[key] = _written(model, loaded, connection.ops.quote_name)
+        return statement
 
 
 def _written(model: type[models.Model], loaded: frozenset[str], quote) -> _Statement | None:
     meta = model._meta
-    if meta.parents or meta.select_on_save:
+    if meta.parents or meta.select_on_save or meta.pk.column is None:  # no composite keys
         return None
     statement = _Statement(model, loaded, quote)
+    if not statement.fields:  # the key alone: Django saves every field then
+        return None
     if any(hasattr(field, "get_placeholder") for field in statement.fields):
         return None
     return statement
 
 
 def save_row(record: models.Model) -> bool:
-    """Save ``record``, a row loaded from the database (or saved once), as ``record.save()``
+    """Save ``record``, a row loaded from the database (or saved once), as ``Model.save()``
     with no arguments would; return True, or False having written nothing when Django's own
-    save must do it (see the module's docstring).
+    save must do it (see the module's docstring). For a model's ``save()`` to call in place of
+    ``super().save()`` (WorkItem.save): a ``save()`` of the model's own is not run, nor what
+    ConcurrentTransitionMixin does after saving.
 
     Raises django_fsm.ConcurrentTransition when the row's state is no longer the one
     ``record`` read (another process moved it on), as ConcurrentTransitionMixin does, and
@@ -100,9 +107,35 @@ def save_row(record: models.Model) -> bool:
     if statement is None or states is None:
         return False
     record._prepare_related_fields_for_save(operation_name="save")
+    # As Django's save: an error from here on (a value the database cannot take, say) marks
+    # the caller's transaction for rollback.
+    with transaction.mark_for_rollback_on_error(using):
+        params = _parameters(record, statement, states, connection)
+        if params is None:
+            return False
+        with connection.cursor() as cursor:
+            cursor.execute(statement.sql, params)
+            updated = cursor.rowcount
+        if not updated and statement.states and _exists(model, record.pk, using):
+            raise ConcurrentTransition(
+                "Cannot save object! The state has been changed since fetched from the database!"
+            )
+    if not updated:
+        return False  # gone meanwhile: Django's save inserts it again, as it would have
+    record._state.adding = False
+    record._state.db = using
+    return True
+
+
+def _parameters(
+    record: models.Model, statement: _Statement, states: list, connection
+) -> list | None:
+    """The statement's parameters for ``record``, as Django's save and its UPDATE compiler
+    make them, or None for a value they would take otherwise: an expression (``F()``), or a
+    model instance (turned into its key, or refused)."""
     values = [field.pre_save(record, False) for field in statement.fields]
-    if any(hasattr(value, "resolve_expression") for value in values):
-        return False
+    if any(_made_otherwise(value) for value in values):
+        return None
     params = [
         field.get_db_prep_save(value, connection=connection)
         for field, value in zip(statement.fields, values, strict=True)
@@ -112,20 +145,16 @@ def save_row(record: models.Model) -> bool:
         field.get_db_prep_value(state, connection, prepared=False)
         for field, state in zip(statement.states, states, strict=True)
     ]
-    # As Django's save: an error marks the caller's transaction for rollback.
-    with transaction.mark_for_rollback_on_error(using):
-        with connection.cursor() as cursor:
-            cursor.execute(statement.sql, params)
-            updated = cursor.rowcount
-        if not updated and statement.states and model._base_manager.filter(pk=record.pk).exists():
-            raise ConcurrentTransition(
-                "Cannot save object! The state has been changed since fetched from the database!"
-            )
-    if not updated:
-        return False  # gone meanwhile: Django's save inserts it again, as it would have
-    record._state.adding = False
-    record._state.db = using
-    return True
+    return params
+
+
+def _made_otherwise(value) -> bool:
+    return hasattr(value, "resolve_expression") or hasattr(value, "prepare_database_save")
+
+
+def _exists(model: type[models.Model], pk, using: str) -> bool:
+    """Whether ``model``'s row ``pk`` is there (on database ``using``, as the mixin asks)."""
+    return model._base_manager.using(using).filter(pk=pk).exists()
 
 
 def _initial_states(record: models.Model, statement: _Statement | None) -> list | None:

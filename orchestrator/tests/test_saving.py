@@ -5,6 +5,7 @@ and leave to Django every save it does not replicate, having written nothing."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from django.db import connection, models, transaction
@@ -29,15 +30,21 @@ def columns(record: models.Model) -> dict[str, object]:
     return type(record)._base_manager.filter(pk=record.pk).values().get()
 
 
-def written_by_django(record: models.Model) -> dict[str, object]:
+def written_by_django(record: models.Model) -> tuple[dict[str, object], list[str]]:
     """The columns Django's own save writes for ``record`` as it is in memory, saved from a
-    copy of it (the row is put back afterwards)."""
+    copy of it (the row is put back afterwards), and the columns its UPDATE assigns."""
     before = columns(record)
     twin = copy.deepcopy(record)
-    models.Model.save(twin)
+    with CaptureQueriesContext(connection) as queries:
+        models.Model.save(twin)
     written = columns(twin)
     type(record)._base_manager.filter(pk=record.pk).update(**before)
-    return written
+    return written, assigned(queries[0]["sql"])
+
+
+def assigned(update: str) -> list[str]:
+    """The columns an UPDATE statement sets, in order."""
+    return re.findall(r'"(\w+)" = ', update.split(" SET ", 1)[1].split(" WHERE ")[0])
 
 
 def succeed(result: ArchiveResult) -> None:
@@ -67,21 +74,17 @@ def started_result() -> ArchiveResult:
             lambda snapshot: snapshot.leave_out(reason="the crawl's limit"),
         ),
         (
-            lambda: baker.make(Crawl, status=CrawlStatus.QUEUED, seeds="https://example.com/"),
-            lambda crawl: crawl.hold(reason="paused"),
-        ),
-        (
             lambda: baker.make(StorageCopy),
             lambda copy: setattr(copy, "error", "the bucket said no"),
         ),
     ],
-    ids=["result succeeds", "result starts", "snapshot left out", "crawl held", "copy"],
+    ids=["result succeeds", "result starts", "snapshot left out", "copy"],
 )
 def test_a_save_writes_every_column_as_djangos_save_does(make, change) -> None:
     record = make()
     loaded = type(record)._base_manager.get(pk=record.pk)
     change(loaded)
-    expected = written_by_django(loaded)
+    expected, django_sets = written_by_django(loaded)
 
     with CaptureQueriesContext(connection) as queries:
         saved = save_row(loaded)
@@ -89,6 +92,7 @@ def test_a_save_writes_every_column_as_djangos_save_does(make, change) -> None:
 
     assert saved is True
     assert [query["sql"].split(" ", 1)[0] for query in queries] == ["UPDATE"]
+    assert assigned(queries[0]["sql"]) == django_sets
     assert written.pop("modified_at") >= expected.pop("modified_at")  # auto_now: set again
     assert written == expected
 
@@ -126,17 +130,61 @@ def test_a_state_changed_by_another_process_is_refused_and_nothing_is_written() 
     assert columns(result)["output"] == ""
 
 
-def test_deferred_fields_are_left_as_they_are_in_the_database() -> None:
+def test_a_value_the_database_cannot_take_marks_the_transaction_for_rollback() -> None:
+    """As Django's save, whose UPDATE compiler adapts the values inside its transaction."""
+    result = started_result()
+    result.output_files = {"not", "json"}
+
+    with transaction.atomic():
+        with pytest.raises(TypeError):
+            save_row(result)
+        marked_for_rollback = transaction.get_rollback()
+
+    assert marked_for_rollback is True
+    assert columns(result)["output_files"] == []
+
+
+def test_a_model_instance_as_a_value_is_left_to_django() -> None:
+    """Django's compiler writes a related record's key, and refuses any other instance."""
+    result = started_result()
+    other = baker.make(Snapshot)
+    before = columns(result)
+
+    result.snapshot_id = other  # what Django turns into other.pk
+    as_key = save_row(result)
+
+    assert as_key is False and columns(result) == before
+    result.save()
+    assert columns(result)["snapshot_id"] == other.pk
+
+
+def test_a_crawls_own_save_leaves_the_bytes_counted_meanwhile() -> None:
+    """Crawl.save names the fields it writes, ``bytes_written`` left out: Django saves it."""
     crawl = baker.make(Crawl, status=CrawlStatus.QUEUED, seeds="https://example.com/")
-    lean = Crawl.objects.defer("seeds").get(pk=crawl.pk)
-    Crawl.objects.filter(pk=crawl.pk).update(seeds="https://example.org/")  # meanwhile
+    loaded = Crawl.objects.get(pk=crawl.pk)
+    Crawl.objects.filter(pk=crawl.pk).add_bytes(100)  # a result recorded meanwhile
 
-    lean.hold(reason="paused")
-    saved = save_row(lean)
+    loaded.hold(reason="paused")
+    loaded.save()
 
-    assert saved is True
     assert columns(crawl)["status"] == CrawlStatus.HELD
-    assert columns(crawl)["seeds"] == "https://example.org/"
+    assert columns(crawl)["bytes_written"] == 100
+
+
+def test_deferred_fields_are_left_as_they_are_in_the_database() -> None:
+    """As Django's save of a record read without some fields: the others are saved."""
+    result = baker.make(ArchiveResult, status=ResultStatus.QUEUED)
+    lean = ArchiveResult.objects.defer("history", "cmd").get(pk=result.pk)
+    ArchiveResult.objects.filter(pk=result.pk).update(cmd=["wget", "meanwhile"])
+
+    lean.start()
+    with CaptureQueriesContext(connection) as queries:
+        lean.save()
+
+    updates = [query["sql"] for query in queries if query["sql"].startswith("UPDATE")]
+    assert len(updates) == 1 and '"cmd"' not in updates[0]
+    assert columns(result)["status"] == ResultStatus.STARTED
+    assert columns(result)["cmd"] == ["wget", "meanwhile"]
 
 
 def test_what_it_does_not_replicate_is_left_to_django_with_nothing_written() -> None:

@@ -1,25 +1,23 @@
 """Saving a work item with one UPDATE statement written once per process (issue 19).
 
-Actors save a crawl, snapshot or archive result after every transition, some eleven times a
-page. Django's ``Model.save()`` builds a queryset for each (the primary key and, for
-django-fsm's ``ConcurrentTransitionMixin``, the state read last), then compiles it and every
-column's assignment into SQL: 0.33 ms of CPU a save in a warm process, and a quarter of a
-result actor's Python time on 50 pages (py-spy ``--gil``, bench/throughput.py), for a statement
-SQLite runs in 0.04 ms. Yet the SQL of that UPDATE is the same every time for a model:
+Actors save a snapshot or an archive result after every transition, some ten times a page.
+Django's ``Model.save()`` builds a queryset for each (the primary key and, for django-fsm's
+``ConcurrentTransitionMixin``, the state read last), then compiles it and every column's
+assignment into SQL: 0.33 ms of CPU a save in a warm process, for a statement SQLite runs in
+0.04 ms. Yet the SQL of that UPDATE is the same every time for a model:
 
     UPDATE <table> SET <each column but the key> = %s, ... WHERE <key> = %s AND <state> = %s
 
 ``save_row`` writes it once per model and set of loaded fields (0.15 ms a save, all told), and
-runs it with the values
-Django's save would have sent: each field's ``pre_save`` (``auto_now`` sets ``modified_at``)
-then ``get_db_prep_save``, the key and the state as their fields adapt a lookup's value; as
-Django's, it leaves out generated columns, and the fields of a record loaded without them. What
-it does not replicate it leaves to Django, by answering False before it writes anything: a
-record not saved before, a save with arguments (a crawl's: ``Crawl.save`` names the fields it
-writes), a model with a ``pre_save``/``post_save`` receiver or a parent model, a field with a
-placeholder of its own (binary), a value that is an expression (``F()``) or a model instance,
-a state that is NULL. The tests hold it to what ``Model.save()``
-writes, column by column (orchestrator/tests/test_saving.py).
+runs it with the values Django's save would have sent: each field's ``pre_save`` (``auto_now``
+sets ``modified_at``) then ``get_db_prep_save``, the key and the state as their fields adapt a
+lookup's value. As Django's, it leaves out generated columns, and the fields of a record loaded
+without them. What it does not replicate it leaves to Django, by answering False before it
+writes anything: a record not saved before, a save with arguments (a crawl's: ``Crawl.save``
+names the fields it writes), a model with a ``pre_save``/``post_save`` receiver or a parent
+model, a composite key, a field with a placeholder of its own (binary), a value that is an
+expression (``F()``) or a model instance, a state that is NULL. The tests hold it to what
+``Model.save()`` writes, column by column (orchestrator/tests/test_saving.py).
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ expression (``F()``) or a model instance, a state that is NULL. The tests hold i
 
 from __future__ import annotations
 
+from functools import cache
+
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.db.models import signals
@@ -96,9 +98,9 @@ def save_row(record: models.Model) -> bool:
         return False
     connection = connections[using]  # once: each use of django.db.connection looks it up
     # As Model.save(): a record loaded without some fields saves the others only.
-    fields = [field for field in model._meta.concrete_fields if not field.generated]
-    loaded = frozenset(field.attname for field in fields if field.attname in record.__dict__)
-    if len(loaded) < len(fields) and record._state.db != using:
+    saved = _saved_attnames(model)
+    loaded = frozenset(name for name in saved if name in record.__dict__)
+    if len(loaded) < len(saved) and record._state.db != using:
         return False
     statement = _statement(connection, model, loaded)
     states = _initial_states(record, statement)
@@ -123,6 +125,13 @@ def save_row(record: models.Model) -> bool:
     record._state.adding = False
     record._state.db = using
     return True
+
+
+@cache
+def _saved_attnames(model: type[models.Model]) -> tuple[str, ...]:
+    """The attnames of the columns ``model``'s save writes (generated ones it never does);
+    worked out once, not at every save."""
+    return tuple(field.attname for field in model._meta.concrete_fields if not field.generated)
 
 
 def _parameters(

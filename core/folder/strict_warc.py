@@ -68,9 +68,14 @@ DIGITS = re.compile(rb"[0-9]+")
 # each head line and strips it as text, so a head holding one could end or read differently.
 TEXT_ONLY_WHITESPACE = re.compile(rb"[\x1c-\x1f]")
 
-# The last file read, by path and a digest of its bytes, and what was read of it: finalizing
-# checks a WARC (core/folder/formats.py), then scans it for dedup (core/folder/revisits.py).
+# The last file read, by path and its bytes (a digest of them, above KEPT_BYTES), and what was
+# read of it: finalizing checks a WARC (core/folder/formats.py), then scans it for dedup
+# (core/folder/revisits.py).
 _last_read: tuple[tuple[str, bytes], tuple[StrictRecord, ...] | None] | None = None
+# Files up to this size are known again by their bytes, compared whole (a tenth of a millisecond
+# a megabyte, where hashing them took two); a larger one by a BLAKE2b digest, so that an actor
+# does not keep a large file in memory between two snapshots.
+KEPT_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,9 @@ def read_strict_warc(path: Path) -> tuple[StrictRecord, ...] | None:
     digest that does not match, or anything warcio would read differently. Raises OSError for
     the disk.
 
-    The same bytes at the same path read again give the records read before, known by a
-    BLAKE2b digest of the file: some 25 times faster to take than reading the records.
+    The same bytes at the same path read again give the records read before: the bytes are
+    compared with those of the last file read (up to KEPT_BYTES; a BLAKE2b digest of a larger
+    one), far cheaper than reading the records again.
     """
     global _last_read
     with open(path, "rb") as stream:
@@ -113,13 +119,21 @@ def read_strict_warc(path: Path) -> tuple[StrictRecord, ...] | None:
         if magic not in STARTS or os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
             return None
         data = magic + stream.read()
-    key = (os.fspath(path), hashlib.blake2b(data, digest_size=32).digest())
+    key = (os.fspath(path), _known_by(data))
     last = _last_read  # once: another thread may replace it meanwhile
     if last is not None and last[0] == key:
         return last[1]
     records = _read(memoryview(data), gzipped=magic == GZIP_MAGIC)
     _last_read = (key, records)
     return records
+
+
+def _known_by(data: bytes) -> bytes:
+    """What a file's ``data`` is known by in ``_last_read``: the bytes themselves, or a BLAKE2b
+    digest of them above KEPT_BYTES."""
+    if len(data) <= KEPT_BYTES:
+        return data
+    return hashlib.blake2b(data, digest_size=32).digest()
 
 
 def _read(data: memoryview, *, gzipped: bool = True) -> tuple[StrictRecord, ...] | None:

@@ -392,6 +392,26 @@ def test_a_member_over_the_size_limit_is_left_to_warcio(
     assert check_warc(path) == []
 
 
+@pytest.fixture(params=["bytes", "digest"])
+def memo(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files are known again by their bytes (up to KEPT_BYTES), or by a digest (here: all)."""
+    if request.param == "digest":
+        monkeypatch.setattr(strict_warc, "KEPT_BYTES", 0)
+
+
+@pytest.mark.usefixtures("memo")
+def test_the_same_bytes_read_again_give_the_records_read_before(tmp_path: Path) -> None:
+    path = tmp_path / "archive.warc.gz"
+    path.write_bytes(warc_bytes())
+    first = read_strict_warc(path)
+    assert first is not None
+
+    path.write_bytes(path.read_bytes())  # rewritten, the same bytes
+
+    assert read_strict_warc(path) is first
+
+
+@pytest.mark.usefixtures("memo")
 def test_a_file_changed_in_place_is_read_again(tmp_path: Path) -> None:
     path = tmp_path / "archive.warc.gz"
     sound = warc_bytes()

@@ -10,7 +10,9 @@ circuit breaker.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+from collections.abc import Iterator
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -378,10 +380,21 @@ def _move_into_place(work_dir: Path, final_dir: Path) -> tuple[list[str], int]:
         final_dir.rename(stale)
         shutil.rmtree(stale, ignore_errors=True)
     work_dir.rename(final_dir)
-    snapshot_dir = final_dir.parent
-    paths = sorted(p for p in final_dir.rglob("*") if p.is_file() and not p.is_symlink())
-    files = [p.relative_to(snapshot_dir).as_posix() for p in paths]
-    return files, sum(p.stat().st_size for p in paths)
+    found = dict(_regular_files(final_dir, f"{final_dir.name}/"))
+    files = sorted(found, key=lambda relative: relative.split("/"))  # as Paths sort
+    return files, sum(found.values())
+
+
+def _regular_files(folder: Path | str, prefix: str) -> Iterator[tuple[str, int]]:
+    """``(prefix + path relative to folder, size in bytes)`` of every regular file under
+    ``folder``, not following links. Each entry's type comes with the listing (``os.scandir``),
+    so only the files are stat-ed: a wget result has some 20, moved at every success."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                yield from _regular_files(entry.path, f"{prefix}{entry.name}/")
+            elif entry.is_file(follow_symlinks=False):
+                yield prefix + entry.name, entry.stat(follow_symlinks=False).st_size
 
 
 def _keep_logs(work_dir: Path, logs_dir: Path, stem: str) -> None:

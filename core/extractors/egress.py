@@ -26,7 +26,7 @@ import contextlib
 import logging
 import queue
 import re
-import selectors
+import select
 import socket
 import threading
 from dataclasses import dataclass
@@ -511,17 +511,24 @@ def _copy_until_closed(upstream: socket.socket, client: socket.socket) -> None:
     """Copy the rest of the answer until the origin closes, or nothing moves for IDLE_TIMEOUT,
     or the client goes away or sends anything more (it was told the connection closes: a next
     request on it is never passed on)."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(upstream, selectors.EVENT_READ)
-        selector.register(client, selectors.EVENT_READ)
-        while events := selector.select(IDLE_TIMEOUT):
-            for key, _ in events:
-                if key.fileobj is client:
-                    return
-                data = upstream.recv(RELAY_CHUNK)
-                if not data:
-                    return
-                client.sendall(data)
+    poller = _poller(upstream, client)
+    client_fd = client.fileno()
+    while events := poller.poll(IDLE_TIMEOUT * 1000):
+        if any(fd == client_fd for fd, _ in events):
+            return
+        data = upstream.recv(RELAY_CHUNK)
+        if not data:
+            return
+        client.sendall(data)
+
+
+def _poller(*sockets: socket.socket) -> select.poll:
+    """A poll object watching ``sockets`` for input (or their end): poll(2) itself, set up in
+    two calls, where a ``selectors`` object costs a connection some 40 µs of Python."""
+    poller = select.poll()
+    for sock in sockets:
+        poller.register(sock, select.POLLIN)
+    return poller
 
 
 def _closing(head: bytes) -> bytes:
@@ -533,28 +540,29 @@ def _closing(head: bytes) -> bytes:
 
 def _relay(client: socket.socket, upstream: socket.socket) -> None:
     """Copy bytes both ways until both sides have closed, or nothing moves for IDLE_TIMEOUT."""
-    peers = {client: upstream, upstream: client}
-    with selectors.DefaultSelector() as selector:
-        for sock in peers:
-            sock.setblocking(True)
-            sock.settimeout(IDLE_TIMEOUT)
-            selector.register(sock, selectors.EVENT_READ)
-        while selector.get_map():
-            events = selector.select(IDLE_TIMEOUT)
-            if not events:
+    peers = {client.fileno(): (client, upstream), upstream.fileno(): (upstream, client)}
+    for sock in (client, upstream):
+        sock.settimeout(IDLE_TIMEOUT)
+    poller = _poller(client, upstream)
+    while peers:
+        events = poller.poll(IDLE_TIMEOUT * 1000)
+        if not events:
+            return
+        for fd, _ in events:
+            if fd not in peers:
+                continue
+            source, target = peers[fd]
+            try:
+                data = source.recv(RELAY_CHUNK)
+            except OSError:
+                data = b""
+            if not data:
+                poller.unregister(fd)
+                del peers[fd]
+                with contextlib.suppress(OSError):
+                    target.shutdown(socket.SHUT_WR)  # pass the end of stream on
+                continue
+            try:
+                target.sendall(data)
+            except OSError:
                 return
-            for key, _ in events:
-                source = key.fileobj
-                try:
-                    data = source.recv(RELAY_CHUNK)
-                except OSError:
-                    data = b""
-                if not data:
-                    selector.unregister(source)
-                    with contextlib.suppress(OSError):
-                        peers[source].shutdown(socket.SHUT_WR)  # pass the end of stream on
-                    continue
-                try:
-                    peers[source].sendall(data)
-                except OSError:
-                    return

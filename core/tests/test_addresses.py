@@ -569,3 +569,33 @@ def test_sequential_connections_are_all_answered_by_a_reused_relay_thread(
     assert [answer.split(b" ", 2)[1] for answer in answers] == [b"200"] * 5
     assert len({answer.partition(b"\r\n\r\n")[2] for answer in answers}) == 1
     assert len(started) == 1
+
+
+def test_a_tunnel_passes_bytes_both_ways_and_each_sides_end_of_stream() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def echo_until_end() -> None:  # what the client sends, back, then its end
+            origin, _ = listener.accept()
+            with origin:
+                while data := origin.recv(65536):
+                    origin.sendall(data)
+                origin.shutdown(socket.SHUT_WR)
+
+        server = threading.Thread(target=echo_until_end, daemon=True)
+        server.start()
+        port = listener.getsockname()[1]
+        with only(port), EgressProxy() as proxy:
+            tunnel = proxy_client(proxy)
+            tunnel.settimeout(5)
+            tunnel.sendall(request_head(f"CONNECT 127.0.0.1:{port} HTTP/1.1"))
+            established = answer_until(tunnel, b"\r\n\r\n")
+            sent = os.urandom(100_000)
+            tunnel.sendall(sent)
+            tunnel.shutdown(socket.SHUT_WR)  # the proxy must pass this end on to the origin
+            echoed = answer_of(tunnel)  # read until the origin's end comes back through
+            tunnel.close()
+        server.join(timeout=5)
+
+    assert established == b"HTTP/1.1 200 Connection established\r\n\r\n"
+    assert echoed == sent
+    assert not server.is_alive()

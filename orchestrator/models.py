@@ -8,6 +8,7 @@ record means an actor owns it, or that it waits for a retry; ``NULL`` means fina
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import ClassVar
 
@@ -16,6 +17,7 @@ from django.db.models import Exists
 from django.utils import timezone
 from django_fsm import FSMField, transition
 
+from orchestrator.prepared import UpdateStatement
 from orchestrator.retries import next_poll
 from orchestrator.saving import save_row
 from orchestrator.wakeups import notify_due, notify_final
@@ -75,8 +77,7 @@ class WorkQuerySet(models.QuerySet):
         final (``retry_at`` NULL), wake the orchestrator and idle actors once it commits
         (orchestrator/wakeups.py). A lease (``retry_at`` ahead) wakes nobody."""
         rows = super().update(**kwargs)
-        if rows and "retry_at" in kwargs:
-            _announce(self.model, kwargs["retry_at"])
+        announce_update(self.model, rows, kwargs)
         return rows
 
     def update_quietly(self, **kwargs) -> int:
@@ -141,6 +142,44 @@ class WorkItem(models.Model):
         (``END_MAY_RELEASE_ANOTHER``: a snapshot whose end lets a held-back one start); nothing
         while ``retry_at`` lies ahead (a lease, a backoff). See orchestrator/wakeups.py."""
         _announce(type(self), self.retry_at)
+
+
+class WakeStatement(UpdateStatement):
+    """``rows(*args).wake()`` (``WorkQuerySet.wake``) as one UPDATE compiled once per process
+    (orchestrator/prepared.py): for the wake-ups of every page, a snapshot whose results have
+    ended, a crawl whose last snapshot is final. ``rows`` must select records of ``model``."""
+
+    def __init__(
+        self,
+        key: str,
+        model: type[WorkItem],
+        rows: Callable[..., WorkQuerySet],
+        arg_types: tuple[type, ...],
+        *,
+        actors: tuple[str, ...],
+    ):
+        def build(*args):
+            *keys, poll, now = args
+            return rows(*keys).filter(retry_at__lte=poll), {"retry_at": now}
+
+        super().__init__(f"wake {key}", build, (*arg_types, datetime, datetime), actors=actors)
+        self.model = model
+
+    def wake(self, *args) -> int:
+        """Wake the records ``rows(*args)`` selects, as ``wake()`` does; return how many."""
+        now = timezone.now()
+        woken = self.run(*args, next_poll(now), now)
+        announce_update(self.model, woken, {"retry_at": now})
+        return woken
+
+
+def announce_update(model: type[WorkItem], rows: int, values: dict) -> None:
+    """After ``rows`` records of ``model`` were updated to ``values``: when that made them due
+    now (``retry_at`` now or past) or final (``retry_at`` NULL), wake the orchestrator and idle
+    actors once it commits (orchestrator/wakeups.py). A lease (``retry_at`` ahead) wakes
+    nobody."""
+    if rows and "retry_at" in values:
+        _announce(model, values["retry_at"])
 
 
 def _announce(model: type[WorkItem], retry_at) -> None:

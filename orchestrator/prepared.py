@@ -47,6 +47,7 @@ from functools import cache, cached_property, partial
 from django.core.exceptions import ValidationError
 from django.core.signals import setting_changed
 from django.db import connection, models, transaction
+from django.db.models import sql
 from django.db.models.query import get_related_populators
 from django.dispatch import receiver
 
@@ -60,6 +61,9 @@ MARKERS = (
 )
 
 Build = Callable[..., models.QuerySet]
+# An UPDATE's build: the rows and the values to set, as QuerySet.update(**values) takes them.
+UpdateBuild = Callable[..., tuple[models.QuerySet, dict[str, object]]]
+CompiledAt = Callable[[Callable, tuple], tuple]  # a build's compiler, and its (sql, params)
 # The Python type of a primary key's value, by its field's class (str for the others); the
 # auto fields are integer fields.
 PK_TYPES = ((models.IntegerField, int), (models.UUIDField, uuid.UUID))
@@ -67,7 +71,8 @@ Adapter = Callable[[object], object]
 
 # (database vendor, key, argument types) -> the compiled query, or None where it cannot be.
 _compiled: dict[tuple, PreparedQuery | None] = {}
-_declared: list[Statement] = []  # every Statement made, in the order their modules made them
+# Every Statement and UpdateStatement made, in the order their modules made them.
+_declared: list[_Declared] = []
 
 
 class PreparedQuery:
@@ -83,17 +88,19 @@ class PreparedQuery:
         self.model = compiler.query.model
 
     @classmethod
-    def compile(cls, build: Build, arg_types: tuple[type, ...]) -> PreparedQuery | None:
-        """Compile ``build`` at two sets of markers of ``arg_types``; return the query, or None
-        when an argument has a type without markers, a field refuses a marker, more than the
-        markers vary between the two, or a parameter that varies is no marker as the database
-        takes it."""
+    def compile(
+        cls, build: Build, arg_types: tuple[type, ...], compiled_at: CompiledAt | None = None
+    ) -> PreparedQuery | None:
+        """Compile ``build`` at two sets of markers of ``arg_types`` (by ``compiled_at``: a
+        SELECT unless told otherwise); return the query, or None when an argument has a type
+        without markers, a field refuses a marker, more than the markers vary between the two,
+        or a parameter that varies is no marker as the database takes it."""
         markers = _markers(arg_types)
         if markers is None:
             return None
         try:
             (compiler, (sql, params)), (_, (other_sql, other_params)) = (
-                _compiled_at(build, args) for args in markers
+                (compiled_at or _compiled_at)(build, args) for args in markers
             )
         except (ValidationError, ValueError, TypeError):
             return None  # a field refuses a marker (a str that is no UUID): the ORM says why
@@ -169,6 +176,13 @@ class PreparedQuery:
         """Whether the query has any row with ``args`` (as ``QuerySet.exists()``)."""
         return bool(self._scalar(f"SELECT EXISTS ({self.sql})", args))
 
+    def update(self, *args) -> int:
+        """Run the UPDATE with ``args``; return how many rows it changed (as
+        ``QuerySet.update()``, whose failure marks the transaction for rollback too)."""
+        with transaction.mark_for_rollback_on_error(), connection.cursor() as cursor:
+            cursor.execute(self.sql, self._params(args))
+            return cursor.rowcount
+
     def _scalar(self, sql: str, args: tuple):
         with connection.cursor() as cursor:
             cursor.execute(sql, self._params(args))
@@ -200,7 +214,21 @@ def prepared_exists(key: str, build: Build, *args) -> bool:
     return build(*args).exists() if query is None else query.exists(*args)
 
 
-def compile_ahead(key: str, build: Build, arg_types: tuple[type, ...]) -> None:
+def prepared_update(key: str, build: UpdateBuild, *args) -> int:
+    """Run ``rows.update(**values)`` where ``(rows, values) = build(*args)``, from SQL compiled
+    once per process under ``key`` (through Django's own ``QuerySet.update`` when it cannot
+    be); return how many rows changed. Either way no wake-up is sent: a caller whose update
+    makes work due or final says so (orchestrator/models.py, ``announce_update``)."""
+    query = _prepared(key, build, _types(args), update_compiled_at)
+    if query is None:
+        rows, values = build(*args)
+        return models.QuerySet.update(rows, **values)
+    return query.update(*args)
+
+
+def compile_ahead(
+    key: str, build: Build, arg_types: tuple[type, ...], compiled_at: CompiledAt | None = None
+) -> None:
     """Compile ``build`` under ``key`` for arguments of ``arg_types`` now, as a later
     ``prepared_*`` call with such arguments would, without running it.
 
@@ -214,21 +242,27 @@ def compile_ahead(key: str, build: Build, arg_types: tuple[type, ...]) -> None:
     # its transaction would take the write lock (IMMEDIATE, archive/settings.py).
     in_transaction = connection.features.has_select_for_update
     with transaction.atomic() if in_transaction else contextlib.nullcontext():
-        _prepared(key, build, arg_types)
+        _prepared(key, build, arg_types, compiled_at)
 
 
-class Statement:
-    """A query declared once, where it is used: its key, ``build``, the types of its arguments
-    and the kinds of actor that run it (``declared_compilations``)."""
+class _Declared:
+    """A statement declared once, where it is used: its key, ``build``, the types of its
+    arguments and the kinds of actor that run it (``declared_compilations``)."""
 
-    def __init__(
-        self, key: str, build: Build, arg_types: tuple[type, ...], *, actors: tuple[str, ...]
-    ):
+    def __init__(self, key: str, build: Callable, arg_types: tuple[type, ...], *, actors):
         self.key = key
         self.build = build
         self.arg_types = arg_types
-        self.actors = actors
+        self.actors: tuple[str, ...] = actors
         _declared.append(self)
+
+    def compilation(self) -> Callable[[], None]:
+        """The step that compiles it ahead (``compile_ahead``)."""
+        return partial(compile_ahead, self.key, self.build, self.arg_types)
+
+
+class Statement(_Declared):
+    """A query (``build`` returns a queryset) declared once, where it is used."""
 
     def records(self, *args) -> list[models.Model]:
         """The records of ``build(*args)`` (``prepared_records``)."""
@@ -243,26 +277,40 @@ class Statement:
         return prepared_exists(self.key, self.build, *args)
 
 
+class UpdateStatement(_Declared):
+    """An UPDATE declared once, where it is used: ``build(*args)`` gives the rows (a queryset)
+    and the values to set (as ``QuerySet.update()`` takes them)."""
+
+    def __init__(self, key: str, build: UpdateBuild, arg_types: tuple[type, ...], *, actors):
+        super().__init__(f"update: {key}", build, arg_types, actors=actors)
+
+    def run(self, *args) -> int:
+        """How many rows ``build(*args)``'s update changed (``prepared_update``)."""
+        return prepared_update(self.key, self.build, *args)
+
+    def compilation(self) -> Callable[[], None]:
+        """The step that compiles it ahead (``compile_ahead``)."""
+        return partial(compile_ahead, self.key, self.build, self.arg_types, update_compiled_at)
+
+
 def declared_compilations(actor_kind: str) -> list[Callable[[], None]]:
     """The steps that compile, one each, every ``Statement`` that actors of ``actor_kind`` run
     (``compile_ahead``)."""
-    return [
-        partial(compile_ahead, statement.key, statement.build, statement.arg_types)
-        for statement in _declared
-        if actor_kind in statement.actors
-    ]
+    return [statement.compilation() for statement in _declared if actor_kind in statement.actors]
 
 
 def _types(args: tuple) -> tuple[type, ...]:
     return tuple(type(arg) for arg in args)
 
 
-def _prepared(key: str, build: Build, arg_types: tuple[type, ...]) -> PreparedQuery | None:
-    """``build`` compiled for arguments of ``arg_types``, once per process and database vendor
-    under ``key``."""
+def _prepared(
+    key: str, build: Build, arg_types: tuple[type, ...], compiled_at: CompiledAt | None = None
+) -> PreparedQuery | None:
+    """``build`` compiled for arguments of ``arg_types`` (by ``compiled_at``, a SELECT unless
+    told otherwise), once per process and database vendor under ``key``."""
     cache_key = (connection.vendor, key, arg_types)
     if cache_key not in _compiled:
-        _compiled[cache_key] = PreparedQuery.compile(build, arg_types)
+        _compiled[cache_key] = PreparedQuery.compile(build, arg_types, compiled_at)
         if _compiled[cache_key] is None:
             logger.debug("query %r is compiled afresh each time (see PreparedQuery.compile)", key)
     return _compiled[cache_key]
@@ -393,6 +441,20 @@ def _compiled_at(build: Build, args: tuple):
     """The compiler of ``build(*args)`` and the SQL with parameters it made."""
     queryset = build(*args)
     compiler = queryset.query.get_compiler(using=queryset.db)
+    return compiler, compiler.as_sql()
+
+
+def update_compiled_at(build: UpdateBuild, args: tuple):
+    """The compiler of the UPDATE ``build(*args)`` gives, and the SQL with parameters it made,
+    as ``QuerySet.update()`` makes them. Raises ValueError for rows of a child model, whose
+    update changes its parents' tables too (more than one statement), and for ordered rows."""
+    rows, values = build(*args)
+    query = rows.query.chain(sql.UpdateQuery)
+    query.add_update_values(values)
+    if query.related_updates or query.order_by:
+        raise ValueError("an update of several tables, or of ordered rows, is not compiled once")
+    query.annotations = {}
+    compiler = query.get_compiler(using=rows.db)
     return compiler, compiler.as_sql()
 
 

@@ -56,7 +56,7 @@ from core.folder.wacz import (
 )
 from core.models import ArchiveResult, PayloadRecord, PayloadRevisit, Snapshot
 from core.services.search import snapshot_page_text
-from crawls.models import Crawl
+from crawls.models import crawl_add_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def _packing_done(
                 ArchiveResult.objects.filter(pk=result.pk).update(
                     output_files=result.output_files, output_size=result.output_size
                 )
-                Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(shrunk)
+                crawl_add_bytes(snapshot.crawl_id, shrunk)
     warc.unlink()
 
 

@@ -33,7 +33,7 @@ from functools import partial
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 
 from core.choices import ResultStatus
 from core.extractors.registry import find_extractor, get_extractor
@@ -61,6 +61,7 @@ from core.services.search import snapshot_index_text, snapshot_page_text
 from core.services.unchanged_outputs import snapshot_keep_unchanged_outputs
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
+from orchestrator.models import WakeStatement
 from orchestrator.retries import exhausted, recover_expired_lease, retry_or_fail
 
 logger = logging.getLogger(__name__)
@@ -276,7 +277,15 @@ def wake_crawl_if_done(snapshot: Snapshot) -> None:
     """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
     if snapshot.crawl.snapshots.active().exists():
         return
-    Crawl.objects.filter(pk=snapshot.crawl_id, status=CrawlStatus.STARTED).wake()
+    CRAWL_WAKE.wake(snapshot.crawl_id)
+
+
+def _started_crawl(crawl_id: int) -> models.QuerySet:
+    return Crawl.objects.filter(pk=crawl_id, status=CrawlStatus.STARTED)
+
+
+# Every sealed snapshot may be its crawl's last (wake_crawl_if_done): compiled once.
+CRAWL_WAKE = WakeStatement("a started crawl", Crawl, _started_crawl, (int,), actors=("snapshot",))
 
 
 def _given_title(snapshot: Snapshot) -> str:

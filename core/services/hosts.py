@@ -20,7 +20,7 @@ from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.registry import READS_SAVED
 from core.models import ArchiveResult, Host
-from orchestrator.prepared import Statement
+from orchestrator.prepared import Statement, UpdateStatement
 from orchestrator.retries import backoff_delay
 
 logger = logging.getLogger(__name__)
@@ -70,11 +70,12 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
             return free_at
     if limit and _running_on(host.name, now, result.pk) >= limit:
         return now + _recheck_after(crawl)
-    Host.objects.filter(pk=host.pk).update(last_started_at=now)
+    HOST_STARTED.run(host.pk, now)
     return None
 
 
-# Every start of a result runs the first two statements below, and every success the third.
+# Every start of a result runs the first two statements below and the last, and every success
+# the third.
 # Compiled once per process (orchestrator/prepared.py), the first two take host_start_wait from
 # 1.2 ms to 0.4 ms (SQLite, its transaction and the update of the host's last start included).
 # The orchestrator compiles them before it forks the result actors that run them.
@@ -105,6 +106,12 @@ RUNNING_ON = Statement(
 )
 BREAKER_TO_CLEAR = Statement(
     "host with a breaker to clear", _host_with_breaker, (str,), actors=RESULT_ACTORS
+)
+HOST_STARTED = UpdateStatement(
+    "a host's last start",
+    lambda pk, at: (Host.objects.filter(pk=pk), {"last_started_at": at}),
+    (int, datetime),
+    actors=RESULT_ACTORS,
 )
 
 

@@ -38,7 +38,7 @@ from core.services.snapshots import (
     snapshot_wake,
 )
 from crawls.choices import StepBehaviour
-from crawls.models import Crawl
+from crawls.models import crawl_add_bytes
 from orchestrator.claims import hand_back
 from orchestrator.retries import (
     LEASE_EXPIRED,
@@ -278,7 +278,7 @@ def _result_transition(result: ArchiveResult, output: ExtractorOutput, work_dir:
         with transaction.atomic():
             result.succeed(output=output, files=files, size=size)
             result.save()
-            Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(size)
+            crawl_add_bytes(snapshot.crawl_id, size)
             if screened is not None:
                 snapshot_queue_outlinks(snapshot=snapshot, screened=screened)
         return

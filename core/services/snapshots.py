@@ -7,10 +7,11 @@ decides which transition, runs extractors and moves their outputs into place.
 from __future__ import annotations
 
 import logging
+import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django_fsm import TransitionNotAllowed
 
 from core.choices import SnapshotStatus
@@ -22,6 +23,7 @@ from core.services.scope import Screened, crawl_admit, crawl_over_bytes, crawl_s
 from core.services.unchanged import snapshot_find_unchanged
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
+from orchestrator.models import WakeStatement
 from orchestrator.retries import next_poll
 
 logger = logging.getLogger(__name__)
@@ -125,7 +127,17 @@ def snapshot_wake(*, snapshot_id) -> bool:
 
     A snapshot under lease is left alone (WorkQuerySet.wake).
     """
-    return bool(Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.STARTED).wake())
+    return bool(SNAPSHOT_WAKE.wake(snapshot_id))
+
+
+def _started_snapshot(snapshot_id) -> models.QuerySet:
+    return Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.STARTED)
+
+
+# Each page's last result wakes its snapshot (core/services/results.py): compiled once.
+SNAPSHOT_WAKE = WakeStatement(
+    "a started snapshot", Snapshot, _started_snapshot, (uuid.UUID,), actors=("archiveresult",)
+)
 
 
 def snapshot_screen_outlinks(*, snapshot: Snapshot, urls: list[str]) -> Screened | None:

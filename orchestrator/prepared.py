@@ -30,6 +30,14 @@ loads. ``record_by_pk``, the load of a record just claimed (``select_related(...
 80 columns for an archive result with its snapshot and crawl), takes 0.27 ms compiled once
 against 0.75 ms compiled each time, for a statement SQLite runs in 0.1 ms.
 
+An UPDATE is compiled the same way (``prepared_update``, ``UpdateStatement``): its build gives
+the rows and the values to set, as ``QuerySet.update()`` takes them, and the SQL is the one that
+method would send (a values' marker found where the markers of a filter are). An UPDATE of a
+child model (more than one table) or of ordered rows is left to Django. It sends no wake-up of
+its own: callers say what their update makes due (orchestrator/models.py). Some seventeen ORM
+updates a page cost the actors 0.4 to 0.8 ms of Python each, for a statement SQLite runs in
+0.05 ms.
+
 The orchestrator compiles what an actor will run before it forks the first actor of its kind
 (``compile_ahead``; a ``Statement`` names the kinds of actor that run it), and every actor
 forked afterwards inherits it compiled.

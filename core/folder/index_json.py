@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 
 from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.redaction import redact_command
@@ -25,6 +26,7 @@ from core.folder.signing import key_fingerprint, public_key_pem
 from core.models import ArchiveResult, Snapshot, Tag
 from crawls.choices import SkipReason
 from crawls.models import POLITENESS_FIELDS, Crawl, CrawlSkip
+from orchestrator.prepared import Statement
 
 # The version written. Each earlier one is still read: 1 had no crawl, result history or priority;
 # 2 added the history ("history") and the crawl, but for its seeds: those are the depth-0
@@ -420,7 +422,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "depth": crawl.depth,
             "any_host": crawl.any_host,
             "priority": crawl.priority,
-            "tags": sorted(tag.name for tag in crawl.tags.all()),
+            "tags": sorted(tag.name for tag in CRAWL_TAGS.records(crawl.pk)),
             "source_file": crawl.source_file,
             "created_at": crawl.created_at.isoformat(),
             "input_report": crawl.input_report,
@@ -434,7 +436,7 @@ def snapshot_index(snapshot: Snapshot, results: list[ArchiveResult]) -> dict:
             "crawl_id": snapshot.crawl_id,
             "depth": snapshot.depth,
             "parent_id": str(snapshot.parent_id) if snapshot.parent_id else None,
-            "tags": sorted(tag.name for tag in snapshot.tags.all()),
+            "tags": sorted(snapshot.tag_names()),
             "priority": snapshot.priority,
             "created_at": snapshot.created_at.isoformat(),
             "start_ts": snapshot.start_ts.isoformat() if snapshot.start_ts else None,
@@ -463,12 +465,25 @@ def _unchanged_since(snapshot: Snapshot) -> dict:
 def _skipped(snapshot: Snapshot) -> dict:
     """``{"skipped": [{"url", "reason", "detail"}, ...]}``: the links on the snapshot's page
     that its crawl left out (CrawlSkip), in URL order; nothing when there are none."""
-    rows = CrawlSkip.objects.filter(crawl_id=snapshot.crawl_id, found_on=snapshot.url)
-    skipped = [
-        {"url": url, "reason": reason, "detail": detail}
-        for url, reason, detail in rows.order_by("url").values_list("url", "reason", "detail")
-    ]
+    rows = SKIPPED_ON.records(snapshot.crawl_id, snapshot.url)
+    skipped = [{"url": row.url, "reason": row.reason, "detail": row.detail} for row in rows]
     return {"skipped": skipped} if skipped else {}
+
+
+def _crawl_tags(crawl_id: int) -> QuerySet:
+    return Tag.objects.filter(crawls=crawl_id)
+
+
+def _skipped_on(crawl_id: int, url: str) -> QuerySet:
+    rows = CrawlSkip.objects.filter(crawl_id=crawl_id, found_on=url)
+    return rows.order_by("url").only("url", "reason", "detail")
+
+
+# What index.json reads of every snapshot as it is sealed, compiled once per process.
+CRAWL_TAGS = Statement("tags of a crawl", _crawl_tags, (int,), actors=("snapshot",))
+SKIPPED_ON = Statement(
+    "links a crawl left out of a page", _skipped_on, (int, str), actors=("snapshot",)
+)
 
 
 def _result_entry(result: ArchiveResult) -> dict:

@@ -245,11 +245,22 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
 
     def failed_blocking_result(self) -> ArchiveResult | None:
         """The first failed result of a blocking step of this snapshot, or None."""
-        return (
-            self.results.filter(status=ResultStatus.FAILED, behaviour=StepBehaviour.BLOCKING)
-            .order_by("pk")
-            .first()
-        )
+        found = self._own(FAILED_BLOCKING.records(self.pk))
+        return found[0] if found else None
+
+    def results_in_order(self) -> list[ArchiveResult]:
+        """This snapshot's results, first created first (``results.order_by("pk")``)."""
+        return self._own(RESULTS_IN_ORDER.records(self.pk))
+
+    def tag_names(self) -> list[str]:
+        """The names of this snapshot's tags, in Tag's order (by name)."""
+        return [tag.name for tag in SNAPSHOT_TAGS.records(self.pk)]
+
+    def _own(self, results: list[ArchiveResult]) -> list[ArchiveResult]:
+        """``results`` of this snapshot, each knowing it, as ``self.results`` gives them."""
+        for result in results:
+            result.snapshot = self
+        return results
 
     # --- transitions ----------------------------------------------------------------------------
 
@@ -389,4 +400,28 @@ ACTIVE_RESULTS = Statement(
     _active_results,
     (uuid.UUID,),
     actors=("snapshot", "archiveresult"),
+)
+
+
+def _results_in_order(snapshot_id: uuid.UUID) -> models.QuerySet:
+    results = Snapshot.results.rel.related_model
+    return results.objects.filter(snapshot_id=snapshot_id).order_by("pk")
+
+
+def _failed_blocking(snapshot_id: uuid.UUID) -> models.QuerySet:
+    blocking = Q(status=ResultStatus.FAILED, behaviour=StepBehaviour.BLOCKING)
+    return _results_in_order(snapshot_id).filter(blocking)[:1]
+
+
+def _snapshot_tags(snapshot_id: uuid.UUID) -> models.QuerySet:
+    return Tag.objects.filter(snapshots=snapshot_id)
+
+
+# What finalizing reads of every snapshot (core/services/finalizing.py), compiled once.
+RESULTS_IN_ORDER = Statement(
+    "results of a snapshot by pk", _results_in_order, (uuid.UUID,), actors=("snapshot",)
+)
+SNAPSHOT_TAGS = Statement("tags of a snapshot", _snapshot_tags, (uuid.UUID,), actors=("snapshot",))
+FAILED_BLOCKING = Statement(
+    "first failed blocking result", _failed_blocking, (uuid.UUID,), actors=("snapshot",)
 )

@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import tempfile
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.choices import SnapshotStatus
@@ -57,6 +59,7 @@ from core.folder.wacz import (
 from core.models import ArchiveResult, PayloadRecord, PayloadRevisit, Snapshot
 from core.services.search import snapshot_page_text
 from crawls.models import crawl_add_bytes
+from orchestrator.prepared import Statement
 
 logger = logging.getLogger(__name__)
 
@@ -197,11 +200,35 @@ def _packing_done(
 def _revisits_due(snapshot: Snapshot, records: list[RecordInfo]) -> dict[str, PayloadRecord]:
     """``{record id: original}`` for the responses of ``records`` whose payload a sealed
     other snapshot holds."""
-    own = set(PayloadRecord.objects.filter(snapshot=snapshot).values_list("record_id", flat=True))
+    own = {row.record_id for row in OWN_PAYLOADS.records(snapshot.pk)}
     # A response some revisit already refers to stays whole, whatever else holds its payload.
     candidates = [r for r in records if _referable(r) and r.record_id not in own]
     found = _originals_of({r.payload.sha256 for r in candidates}, exclude=snapshot)
     return {r.record_id: found[r.payload.sha256] for r in candidates if r.payload.sha256 in found}
+
+
+def _own_payloads(snapshot_id: uuid.UUID) -> QuerySet:
+    return PayloadRecord.objects.filter(snapshot_id=snapshot_id).only("record_id")
+
+
+def _revisits_in_warc(snapshot_id: uuid.UUID, warc: str) -> QuerySet:
+    return PayloadRevisit.objects.filter(snapshot_id=snapshot_id, warc=warc).only("record_id")
+
+
+def _revisit_warcs(snapshot_id: uuid.UUID) -> QuerySet:
+    return PayloadRevisit.objects.filter(snapshot_id=snapshot_id).only("warc")
+
+
+# What finalizing reads of every snapshot's payloads, compiled once (orchestrator/prepared.py).
+OWN_PAYLOADS = Statement(
+    "payload records of a snapshot", _own_payloads, (uuid.UUID,), actors=("snapshot",)
+)
+REVISITS_IN_WARC = Statement(
+    "revisits of a snapshot's WARC", _revisits_in_warc, (uuid.UUID, str), actors=("snapshot",)
+)
+REVISIT_WARCS = Statement(
+    "WARCs with revisits of a snapshot", _revisit_warcs, (uuid.UUID,), actors=("snapshot",)
+)
 
 
 def _record_revisits(snapshot: Snapshot, relative: str, used: dict[str, PayloadRecord]) -> bool:
@@ -264,10 +291,8 @@ def _forget_stale_revisits(snapshot: Snapshot, relative: str, records: list[Reco
     """Delete the revisit rows of ``relative`` whose record is not a revisit in it (left by an
     attempt that crashed after recording them, before replacing the WARC)."""
     revisits = {record.record_id for record in records if record.rec_type == "revisit"}
-    rows = PayloadRevisit.objects.filter(snapshot=snapshot, warc=relative)
-    stale = [
-        pk for pk, record_id in rows.values_list("pk", "record_id") if record_id not in revisits
-    ]
+    rows = REVISITS_IN_WARC.records(snapshot.pk, relative)
+    stale = [row.pk for row in rows if row.record_id not in revisits]
     for start in range(0, len(stale), LOOKUP_BATCH):
         PayloadRevisit.objects.filter(pk__in=stale[start : start + LOOKUP_BATCH]).delete()
 
@@ -451,8 +476,8 @@ def _extractor_of(warc: str) -> str:
 def has_revisits(snapshot: Snapshot, *, current_run: bool = True) -> bool:
     """True when a WARC of ``snapshot`` (with ``current_run``, one of its current run: what
     its WACZ holds) has revisits of Vellum's."""
-    warcs = PayloadRevisit.objects.filter(snapshot=snapshot).values_list("warc", flat=True)
-    return any(_top_level(warc) or not current_run for warc in warcs.distinct())
+    warcs = {row.warc for row in REVISIT_WARCS.records(snapshot.pk)}
+    return any(_top_level(warc) or not current_run for warc in warcs)
 
 
 def replay_source(snapshot: Snapshot) -> Snapshot:

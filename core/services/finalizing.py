@@ -62,6 +62,7 @@ from core.services.unchanged_outputs import snapshot_keep_unchanged_outputs
 from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.models import WakeStatement
+from orchestrator.prepared import Statement
 from orchestrator.retries import exhausted, recover_expired_lease, retry_or_fail
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def snapshot_finalize(*, snapshot: Snapshot, attempt_counted: bool = False) -> N
     """
     if not attempt_counted and not _count_attempt(snapshot):
         return
-    results = list(snapshot.results.order_by("pk"))
+    results = snapshot.results_in_order()
     found = _given_title(snapshot) or _title_from(results) or _unchanged_title(snapshot)
     snapshot.title = found or snapshot.title
     try:
@@ -143,7 +144,7 @@ def snapshot_reseal(*, snapshot: Snapshot) -> None:
     snapshot then stays sealed with its earlier manifest, which its folder no longer matches
     (calling this again finishes the job).
     """
-    results = list(snapshot.results.order_by("pk"))
+    results = snapshot.results_in_order()
     manifest_sha256, signed_by = _write_proofs(snapshot, results)
     _share(snapshot)
     with transaction.atomic():
@@ -275,7 +276,7 @@ def _finalizing_failed(snapshot: Snapshot, error: str) -> None:
 
 def wake_crawl_if_done(snapshot: Snapshot) -> None:
     """Once a crawl's last snapshot is final, make the crawl due now (see snapshot_wake)."""
-    if snapshot.crawl.snapshots.active().exists():
+    if CRAWL_ACTIVE.exists(snapshot.crawl_id):
         return
     CRAWL_WAKE.wake(snapshot.crawl_id)
 
@@ -284,7 +285,14 @@ def _started_crawl(crawl_id: int) -> models.QuerySet:
     return Crawl.objects.filter(pk=crawl_id, status=CrawlStatus.STARTED)
 
 
+def _active_in_crawl(crawl_id: int) -> models.QuerySet:
+    return Snapshot.objects.active().filter(crawl_id=crawl_id)
+
+
 # Every sealed snapshot may be its crawl's last (wake_crawl_if_done): compiled once.
+CRAWL_ACTIVE = Statement(
+    "active snapshots of a crawl", _active_in_crawl, (int,), actors=("snapshot",)
+)
 CRAWL_WAKE = WakeStatement("a started crawl", Crawl, _started_crawl, (int,), actors=("snapshot",))
 
 

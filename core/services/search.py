@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from core.extractors import registry
 from core.models import Snapshot, SnapshotText
+from orchestrator.prepared import UpdateStatement
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +59,26 @@ def snapshot_index_text(*, snapshot: Snapshot) -> None:
         "title": snapshot.title,
         # PostgreSQL's parser keeps "docs.example.org" as one token: add its parts as words.
         "url": f"{snapshot.url} {' '.join(WORD.findall(snapshot.url))}",
-        "tags": " ".join(snapshot.tags.values_list("name", flat=True)),
+        "tags": " ".join(snapshot.tag_names()),
         "text": snapshot_page_text(snapshot=snapshot),
     }
     with transaction.atomic(savepoint=False):
-        if not SnapshotText.objects.filter(snapshot=snapshot).update(**fields):
+        rewritten = TEXT_REWRITTEN.run(
+            snapshot.pk, fields["title"], fields["url"], fields["tags"], fields["text"]
+        )
+        if not rewritten:
             SnapshotText.objects.create(snapshot=snapshot, **fields)
+
+
+def _text_rewritten(snapshot_id: uuid.UUID, title: str, url: str, tags: str, text: str):
+    rows = SnapshotText.objects.filter(snapshot_id=snapshot_id)
+    return rows, {"title": title, "url": url, "tags": tags, "text": text}
+
+
+# Every seal writes its snapshot's row: one UPDATE compiled once per process.
+TEXT_REWRITTEN = UpdateStatement(
+    "a snapshot's search text", _text_rewritten, (uuid.UUID,) + (str,) * 4, actors=("snapshot",)
+)
 
 
 def search_words(query: str) -> list[str]:

@@ -278,19 +278,26 @@ class CrawlQuerySet(WorkQuerySet):
         once both count); return how many crawls changed."""
         if not change:
             return 0
-        return self.update(bytes_written=models.F("bytes_written") + change)
+        return self.update(**_plus_bytes(change))
 
 
 def crawl_add_bytes(crawl_id: int, change: int) -> int:
     """``Crawl.objects.filter(pk=crawl_id).add_bytes(change)`` as one UPDATE compiled once per
-    process (orchestrator/prepared.py): actors count every result's bytes so."""
+    process (orchestrator/prepared.py), as actors count every result's bytes; return how many
+    crawls changed (0 or 1)."""
     if not change:
         return 0
     return BYTES_ADDED.run(crawl_id, change)
 
 
+def _plus_bytes(change: int) -> dict[str, models.Expression]:
+    """The values that add ``change`` bytes to a crawl's ``bytes_written`` in the UPDATE."""
+    return {"bytes_written": models.F("bytes_written") + change}
+
+
 def _bytes_added(crawl_id: int, change: int) -> tuple[models.QuerySet, dict]:
-    return Crawl.objects.filter(pk=crawl_id), {"bytes_written": models.F("bytes_written") + change}
+    """The rows and values of ``crawl_add_bytes``'s UPDATE."""
+    return Crawl.objects.filter(pk=crawl_id), _plus_bytes(change)
 
 
 BYTES_ADDED = UpdateStatement(

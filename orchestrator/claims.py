@@ -337,8 +337,9 @@ def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:
     status it was read with; True when it did (the record is now this actor's).
 
     A lease, ``lease_end`` ahead, wakes nobody: it is one UPDATE compiled once per process, some
-    ten times a page. Anything else goes through the model's own ``update``, which wakes whom
-    it must (orchestrator/models.py)."""
+    ten times a page. Anything else (a lease of no length, which no kind of work takes) goes
+    through the model's own ``update``, which wakes whom it must (orchestrator/models.py);
+    this module, below the models' layer, cannot announce an update itself."""
     model = type(candidate)
     args = (candidate.pk, candidate.retry_at, candidate.status, lease_end)
     if candidate.retry_at is None or lease_end <= timezone.now():

@@ -54,7 +54,7 @@ from functools import cache, cached_property, partial
 
 from django.core.exceptions import ValidationError
 from django.core.signals import setting_changed
-from django.db import connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, models, transaction
 from django.db.models import sql
 from django.db.models.query import get_related_populators
 from django.dispatch import receiver
@@ -77,7 +77,8 @@ CompiledAt = Callable[[Callable, tuple], tuple]  # a build's compiler, and its (
 PK_TYPES = ((models.IntegerField, int), (models.UUIDField, uuid.UUID))
 Adapter = Callable[[object], object]
 
-# (database vendor, key, argument types) -> the compiled query, or None where it cannot be.
+# (database vendor, key, argument types, how compiled: None for a SELECT) -> the compiled query,
+# or None where it cannot be.
 _compiled: dict[tuple, PreparedQuery | None] = {}
 # Every Statement and UpdateStatement made, in the order their modules made them.
 _declared: list[_Declared] = []
@@ -230,6 +231,7 @@ def prepared_update(key: str, build: UpdateBuild, *args) -> int:
     query = _prepared(key, build, _types(args), update_compiled_at)
     if query is None:
         rows, values = build(*args)
+        # Django's own update, not a subclass's: WorkQuerySet.update would send a wake-up.
         return models.QuerySet.update(rows, **values)
     return query.update(*args)
 
@@ -257,7 +259,9 @@ class _Declared:
     """A statement declared once, where it is used: its key, ``build``, the types of its
     arguments and the kinds of actor that run it (``declared_compilations``)."""
 
-    def __init__(self, key: str, build: Callable, arg_types: tuple[type, ...], *, actors):
+    def __init__(
+        self, key: str, build: Callable, arg_types: tuple[type, ...], *, actors: tuple[str, ...]
+    ):
         self.key = key
         self.build = build
         self.arg_types = arg_types
@@ -289,7 +293,9 @@ class UpdateStatement(_Declared):
     """An UPDATE declared once, where it is used: ``build(*args)`` gives the rows (a queryset)
     and the values to set (as ``QuerySet.update()`` takes them)."""
 
-    def __init__(self, key: str, build: UpdateBuild, arg_types: tuple[type, ...], *, actors):
+    def __init__(
+        self, key: str, build: UpdateBuild, arg_types: tuple[type, ...], *, actors: tuple[str, ...]
+    ):
         super().__init__(f"update: {key}", build, arg_types, actors=actors)
 
     def run(self, *args) -> int:
@@ -302,8 +308,8 @@ class UpdateStatement(_Declared):
 
 
 def declared_compilations(actor_kind: str) -> list[Callable[[], None]]:
-    """The steps that compile, one each, every ``Statement`` that actors of ``actor_kind`` run
-    (``compile_ahead``)."""
+    """The steps that compile, one each, every ``Statement`` and ``UpdateStatement`` that actors
+    of ``actor_kind`` run (``compile_ahead``)."""
     return [statement.compilation() for statement in _declared if actor_kind in statement.actors]
 
 
@@ -316,7 +322,7 @@ def _prepared(
 ) -> PreparedQuery | None:
     """``build`` compiled for arguments of ``arg_types`` (by ``compiled_at``, a SELECT unless
     told otherwise), once per process and database vendor under ``key``."""
-    cache_key = (connection.vendor, key, arg_types)
+    cache_key = (connection.vendor, key, arg_types, compiled_at)
     if cache_key not in _compiled:
         _compiled[cache_key] = PreparedQuery.compile(build, arg_types, compiled_at)
         if _compiled[cache_key] is None:
@@ -452,11 +458,16 @@ def _compiled_at(build: Build, args: tuple):
     return compiler, compiler.as_sql()
 
 
-def update_compiled_at(build: UpdateBuild, args: tuple):
+def update_compiled_at(build: UpdateBuild, args: tuple) -> tuple[object, tuple[str, tuple]]:
     """The compiler of the UPDATE ``build(*args)`` gives, and the SQL with parameters it made,
-    as ``QuerySet.update()`` makes them. Raises ValueError for rows of a child model, whose
-    update changes its parents' tables too (more than one statement), and for ordered rows."""
+    as ``QuerySet.update()`` makes them. Raises ValueError (the update is then left to Django)
+    for rows of a child model, whose update changes its parents' tables too (more than one
+    statement), for ordered, sliced or combined rows, and for rows of a database other than
+    the default one, which the compiled statement runs on."""
     rows, values = build(*args)
+    if rows.query.is_sliced or rows.query.combinator or rows.db != DEFAULT_DB_ALIAS:
+        # QuerySet.update() refuses the first two; the third would run on another database.
+        raise ValueError("a sliced or combined queryset, or another database's, is not compiled")
     query = rows.query.chain(sql.UpdateQuery)
     query.add_update_values(values)
     if query.related_updates or query.order_by:

@@ -549,8 +549,6 @@ def _relay(client: socket.socket, upstream: socket.socket) -> None:
         if not events:
             return
         for fd, _ in events:
-            if fd not in peers:
-                continue
             source, target = peers[fd]
             try:
                 data = source.recv(RELAY_CHUNK)

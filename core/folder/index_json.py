@@ -471,10 +471,12 @@ def _skipped(snapshot: Snapshot) -> dict:
 
 
 def _crawl_tags(crawl_id: int) -> QuerySet:
+    """The tags of crawl ``crawl_id``."""
     return Tag.objects.filter(crawls=crawl_id)
 
 
 def _skipped_on(crawl_id: int, url: str) -> QuerySet:
+    """The links crawl ``crawl_id`` left out of its page ``url``, by URL."""
     rows = CrawlSkip.objects.filter(crawl_id=crawl_id, found_on=url)
     return rows.order_by("url").only("url", "reason", "detail")
 

@@ -71,10 +71,10 @@ TEXT_ONLY_WHITESPACE = re.compile(rb"[\x1c-\x1f]")
 # The last file read, by path and its bytes (a digest of them, above KEPT_BYTES), and what was
 # read of it: finalizing checks a WARC (core/folder/formats.py), then scans it for dedup
 # (core/folder/revisits.py).
-_last_read: tuple[tuple[str, bytes], tuple[StrictRecord, ...] | None] | None = None
-# Files up to this size are known again by their bytes, compared whole (a tenth of a millisecond
-# a megabyte, where hashing them took two); a larger one by a BLAKE2b digest, so that an actor
-# does not keep a large file in memory between two snapshots.
+_last_read: tuple[tuple[str, tuple[str, bytes]], tuple[StrictRecord, ...] | None] | None = None
+# Files up to this size are known again by their bytes, compared whole (some 0.04 ms a megabyte,
+# where hashing them took 2 ms); a larger one by a BLAKE2b digest, so that an actor does not
+# keep a large file in memory between two snapshots.
 KEPT_BYTES = 8 * 1024 * 1024
 
 
@@ -128,12 +128,13 @@ def read_strict_warc(path: Path) -> tuple[StrictRecord, ...] | None:
     return records
 
 
-def _known_by(data: bytes) -> bytes:
+def _known_by(data: bytes) -> tuple[str, bytes]:
     """What a file's ``data`` is known by in ``_last_read``: the bytes themselves, or a BLAKE2b
-    digest of them above KEPT_BYTES."""
+    digest of them above KEPT_BYTES, each named (a small file's bytes never pass for a
+    digest)."""
     if len(data) <= KEPT_BYTES:
-        return data
-    return hashlib.blake2b(data, digest_size=32).digest()
+        return "bytes", data
+    return "blake2b", hashlib.blake2b(data, digest_size=32).digest()
 
 
 def _read(data: memoryview, *, gzipped: bool = True) -> tuple[StrictRecord, ...] | None:

@@ -245,18 +245,18 @@ class Snapshot(ConcurrentTransitionMixin, WorkItem):
 
     def failed_blocking_result(self) -> ArchiveResult | None:
         """The first failed result of a blocking step of this snapshot, or None."""
-        found = self._own(FAILED_BLOCKING.records(self.pk))
+        found = self._with_snapshot(FAILED_BLOCKING.records(self.pk))
         return found[0] if found else None
 
     def results_in_order(self) -> list[ArchiveResult]:
         """This snapshot's results, first created first (``results.order_by("pk")``)."""
-        return self._own(RESULTS_IN_ORDER.records(self.pk))
+        return self._with_snapshot(RESULTS_IN_ORDER.records(self.pk))
 
     def tag_names(self) -> list[str]:
         """The names of this snapshot's tags, in Tag's order (by name)."""
         return [tag.name for tag in SNAPSHOT_TAGS.records(self.pk)]
 
-    def _own(self, results: list[ArchiveResult]) -> list[ArchiveResult]:
+    def _with_snapshot(self, results: list[ArchiveResult]) -> list[ArchiveResult]:
         """``results`` of this snapshot, each knowing it, as ``self.results`` gives them."""
         for result in results:
             result.snapshot = self
@@ -404,16 +404,19 @@ ACTIVE_RESULTS = Statement(
 
 
 def _results_in_order(snapshot_id: uuid.UUID) -> models.QuerySet:
-    results = Snapshot.results.rel.related_model
+    """The results of snapshot ``snapshot_id``, first created first."""
+    results = Snapshot.results.rel.related_model  # ArchiveResult, whose module imports this one
     return results.objects.filter(snapshot_id=snapshot_id).order_by("pk")
 
 
 def _failed_blocking(snapshot_id: uuid.UUID) -> models.QuerySet:
+    """The first failed result of a blocking step of snapshot ``snapshot_id``."""
     blocking = Q(status=ResultStatus.FAILED, behaviour=StepBehaviour.BLOCKING)
     return _results_in_order(snapshot_id).filter(blocking)[:1]
 
 
 def _snapshot_tags(snapshot_id: uuid.UUID) -> models.QuerySet:
+    """The tags of snapshot ``snapshot_id``."""
     return Tag.objects.filter(snapshots=snapshot_id)
 
 

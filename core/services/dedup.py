@@ -208,14 +208,17 @@ def _revisits_due(snapshot: Snapshot, records: list[RecordInfo]) -> dict[str, Pa
 
 
 def _own_payloads(snapshot_id: uuid.UUID) -> QuerySet:
+    """The payload records of snapshot ``snapshot_id`` (their record ids)."""
     return PayloadRecord.objects.filter(snapshot_id=snapshot_id).only("record_id")
 
 
 def _revisits_in_warc(snapshot_id: uuid.UUID, warc: str) -> QuerySet:
+    """The revisit rows of snapshot ``snapshot_id``'s WARC ``warc`` (their record ids)."""
     return PayloadRevisit.objects.filter(snapshot_id=snapshot_id, warc=warc).only("record_id")
 
 
 def _revisit_warcs(snapshot_id: uuid.UUID) -> QuerySet:
+    """The revisit rows of snapshot ``snapshot_id`` (the WARC each is in)."""
     return PayloadRevisit.objects.filter(snapshot_id=snapshot_id).only("warc")
 
 

@@ -60,7 +60,7 @@ from core.services.dedup import (
 from core.services.search import snapshot_index_text, snapshot_page_text
 from core.services.unchanged_outputs import snapshot_keep_unchanged_outputs
 from crawls.choices import CrawlStatus
-from crawls.models import Crawl
+from crawls.models import Crawl, crawl_add_bytes
 from orchestrator.models import WakeStatement
 from orchestrator.prepared import Statement
 from orchestrator.retries import exhausted, recover_expired_lease, retry_or_fail
@@ -218,7 +218,7 @@ def _send_back(
         for result in results:
             if result.extractor not in corrupt:
                 continue
-            Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(-result.output_size)
+            crawl_add_bytes(snapshot.crawl_id, -result.output_size)
             retry_or_fail(
                 result,
                 f"output failed the integrity check: {'; '.join(corrupt[result.extractor])}",
@@ -282,10 +282,12 @@ def wake_crawl_if_done(snapshot: Snapshot) -> None:
 
 
 def _started_crawl(crawl_id: int) -> models.QuerySet:
+    """Crawl ``crawl_id`` while it is started (what ``CRAWL_WAKE`` wakes)."""
     return Crawl.objects.filter(pk=crawl_id, status=CrawlStatus.STARTED)
 
 
 def _active_in_crawl(crawl_id: int) -> models.QuerySet:
+    """The snapshots of crawl ``crawl_id`` that are not final."""
     return Snapshot.objects.active().filter(crawl_id=crawl_id)
 
 

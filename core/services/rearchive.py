@@ -15,7 +15,7 @@ from core.models import Snapshot, SnapshotQuerySet
 from core.models.results import STOPPED_PREFIX
 from core.services.dedup import payloads_moved, replay_cache_drop
 from crawls.choices import CrawlStatus
-from crawls.models import Crawl
+from crawls.models import Crawl, crawl_add_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def snapshot_rearchive(*, snapshot: Snapshot) -> str:
             _move_aside(folder / name, folder / moved_to / name)
         # The earlier run's files stay (in history/), but its bytes are not this run's.
         moved = sum(result.output_size for result in results)
-        Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(-moved)
+        crawl_add_bytes(snapshot.crawl_id, -moved)
         for result in results:
             result.rearchive(moved_to=moved_to)
             result.save()

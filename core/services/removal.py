@@ -40,7 +40,7 @@ from core.services.dedup import DependentsBusy, referrers_release, replay_cache_
 from core.services.finalizing import snapshot_reseal
 from core.services.fixity import local_problems
 from crawls.choices import CrawlStatus
-from crawls.models import Crawl
+from crawls.models import Crawl, crawl_add_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def snapshot_remove(*, snapshot_id: uuid.UUID, delete_files: bool = False) -> No
             tag_ids = list(snapshot.tags.values_list("pk", flat=True))
             held = snapshot.results.aggregate(total=Sum("output_size"))["total"] or 0
             snapshot.delete()
-            Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(-held)
+            crawl_add_bytes(snapshot.crawl_id, -held)
             tags_drop_unused(tag_ids=tag_ids)
     except BaseException:
         if trash is not None:

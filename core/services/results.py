@@ -387,9 +387,14 @@ def _move_into_place(work_dir: Path, final_dir: Path) -> tuple[list[str], int]:
 
 def _regular_files(folder: Path | str, prefix: str) -> Iterator[tuple[str, int]]:
     """``(prefix + path relative to folder, size in bytes)`` of every regular file under
-    ``folder``, not following links. Each entry's type comes with the listing (``os.scandir``),
-    so only the files are stat-ed: a wget result has some 20, moved at every success."""
-    with os.scandir(folder) as entries:
+    ``folder``, not following links; a folder that may not be listed is passed over, as
+    pathlib's rglob did. Each entry's type comes with the listing (``os.scandir``), so only
+    the files are stat-ed: a wget result has some 20, moved at every success."""
+    try:
+        listing = os.scandir(folder)
+    except PermissionError:
+        return
+    with listing as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 yield from _regular_files(entry.path, f"{prefix}{entry.name}/")

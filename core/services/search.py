@@ -70,7 +70,10 @@ def snapshot_index_text(*, snapshot: Snapshot) -> None:
             SnapshotText.objects.create(snapshot=snapshot, **fields)
 
 
-def _text_rewritten(snapshot_id: uuid.UUID, title: str, url: str, tags: str, text: str):
+def _text_rewritten(
+    snapshot_id: uuid.UUID, title: str, url: str, tags: str, text: str
+) -> tuple[QuerySet, dict[str, str]]:
+    """The rows and values of the UPDATE that rewrites snapshot ``snapshot_id``'s search row."""
     rows = SnapshotText.objects.filter(snapshot_id=snapshot_id)
     return rows, {"title": title, "url": url, "tags": tags, "text": text}
 

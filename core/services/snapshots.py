@@ -130,7 +130,8 @@ def snapshot_wake(*, snapshot_id) -> bool:
     return bool(SNAPSHOT_WAKE.wake(snapshot_id))
 
 
-def _started_snapshot(snapshot_id) -> models.QuerySet:
+def _started_snapshot(snapshot_id: uuid.UUID) -> models.QuerySet:
+    """Snapshot ``snapshot_id`` while it is started (what ``SNAPSHOT_WAKE`` wakes)."""
     return Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.STARTED)
 
 

@@ -101,6 +101,21 @@ def test_an_update_of_ordered_rows_is_left_to_djangos_update() -> None:
     assert Crawl.objects.get(pk=crawl.pk).bytes_written == 7
 
 
+def test_sliced_or_combined_rows_are_never_compiled() -> None:
+    """QuerySet.update() refuses both; compiled, the first would drop its LIMIT and the
+    second its WHERE (an UPDATE of the whole table)."""
+
+    def sliced(pk: int, size: int):
+        return Crawl.objects.filter(pk=pk)[:1], {"bytes_written": size}
+
+    def combined(pk: int, size: int):
+        rows = Crawl.objects.filter(pk=pk)
+        return rows.union(rows), {"bytes_written": size}
+
+    assert PreparedQuery.compile(sliced, (int, int), update_compiled_at) is None
+    assert PreparedQuery.compile(combined, (int, int), update_compiled_at) is None
+
+
 def test_a_failed_compiled_update_marks_the_transaction_for_rollback() -> None:
     def renamed(pk: int, name: str):  # a host's name is unique
         return Host.objects.filter(pk=pk), {"name": name}

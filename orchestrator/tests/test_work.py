@@ -106,12 +106,16 @@ def test_actors_find_every_statement_they_run_compiled_by_the_orchestrator(
     assert sorted(crawl.report["results"].items()) == [("succeeded", 2)]
     compiled_late = {name: set(cache) - compiled_ahead[name] for name, cache in caches.items()}
     assert compiled_late == {name: set() for name in caches}
-    result_statements = {key for _vendor, key, _types in compiled_ahead["archiveresult"]}
+    result_statements = {key for _vendor, key, _types, _how in compiled_ahead["archiveresult"]}
     assert result_statements >= {
         "host by name, locked",
         "results running on a host",
         "results waiting for one",
         "active results of a snapshot",
+        "update: a host's last start",
+        "update: bytes a crawl wrote",
+        "update: wake a started snapshot",
+        "compare and set core.ArchiveResult",
     }
 
 

@@ -9,12 +9,15 @@ folder with ``/`` separators, and CR, LF and % percent-encoded.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from archive.privacy import FILE_MODE
+
+logger = logging.getLogger(__name__)
 
 INDEX_NAME = "index.json"
 MANIFEST_NAME = "manifest-sha256.txt"
@@ -67,20 +70,27 @@ def payload_files(folder: Path) -> list[Path]:
 
 
 def _regular_files(folder: Path) -> Iterator[Path]:
-    """Every regular file under ``folder`` but temporary ones, not following links; a folder
-    that cannot be listed is passed over, as os.walk does. Its entries' types come with the
-    listing (``os.scandir``): no file is stat-ed for them."""
+    """Every regular file under ``folder`` but temporary ones (``file_entries``)."""
+    return (Path(entry.path) for entry in file_entries(folder))
+
+
+def file_entries(folder: Path | str, *, temporary: bool = False) -> Iterator[os.DirEntry]:
+    """The directory entry of every regular file under ``folder``, not following links, and
+    not of temporary files (TEMP_PREFIX) unless ``temporary``. A folder that cannot be listed
+    is logged and passed over, as os.walk does. Its entries' types come with the listing
+    (``os.scandir``): no file is stat-ed for them (``entry.stat()`` does, once)."""
     try:
         entries = list(os.scandir(folder))
-    except OSError:
+    except OSError as error:
+        logger.warning("cannot list %s: %s", folder, error)
         return
     for entry in entries:
-        if entry.name.startswith(TEMP_PREFIX):
+        if entry.name.startswith(TEMP_PREFIX) and not temporary:
             continue
         if entry.is_dir(follow_symlinks=False):
-            yield from _regular_files(folder / entry.name)
+            yield from file_entries(entry.path, temporary=temporary)
         elif entry.is_file(follow_symlinks=False):
-            yield folder / entry.name
+            yield entry
 
 
 def manifest_path_encode(relative: str) -> str:

@@ -336,16 +336,13 @@ def _compare_and_set(candidate: models.Model, lease_end: datetime) -> bool:
     """Move ``candidate``'s ``retry_at`` to ``lease_end`` if it still has the ``retry_at`` and
     status it was read with; True when it did (the record is now this actor's).
 
-    A lease, ``lease_end`` ahead, wakes nobody: it is one UPDATE compiled once per process, some
-    ten times a page. Anything else (a lease of no length, which no kind of work takes) goes
-    through the model's own ``update``, which wakes whom it must (orchestrator/models.py);
-    this module, below the models' layer, cannot announce an update itself."""
+    One UPDATE compiled once per process, some ten times a page; the model is then told of it
+    (``WorkItem.announce_update``), which wakes nobody for a lease ahead."""
     model = type(candidate)
     args = (candidate.pk, candidate.retry_at, candidate.status, lease_end)
-    if candidate.retry_at is None or lease_end <= timezone.now():
-        rows, values = _compare_and_set_query(model)[1](*args)
-        return bool(rows.update(**values))
-    return bool(prepared_update(*_compare_and_set_query(model), *args))
+    taken = prepared_update(*_compare_and_set_query(model), *args)
+    model.announce_update(taken, {"retry_at": lease_end})
+    return bool(taken)
 
 
 @cache

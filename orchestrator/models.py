@@ -70,14 +70,20 @@ class WorkQuerySet(models.QuerySet):
         one (settings make sure the lease is the longer), so no two actors ever hold it.
         """
         now = timezone.now()
-        return self.filter(retry_at__lte=next_poll(now)).update(retry_at=now)
+        rows, values = self.waking(next_poll(now), now)
+        return rows.update(**values)
+
+    def waking(self, poll: datetime, now: datetime) -> tuple[WorkQuerySet, dict[str, datetime]]:
+        """What ``wake()`` at ``now`` changes, whose next poll is ``poll``: the rows due by
+        then, and ``retry_at`` now (WakeStatement compiles it with both as arguments)."""
+        return self.filter(retry_at__lte=poll), {"retry_at": now}
 
     def update(self, **kwargs) -> int:
         """Update as Django does; when it makes records due now (``retry_at`` now or past) or
         final (``retry_at`` NULL), wake the orchestrator and idle actors once it commits
         (orchestrator/wakeups.py). A lease (``retry_at`` ahead) wakes nobody."""
         rows = super().update(**kwargs)
-        announce_update(self.model, rows, kwargs)
+        self.model.announce_update(rows, kwargs)
         return rows
 
     def update_quietly(self, **kwargs) -> int:
@@ -135,6 +141,16 @@ class WorkItem(models.Model):
             super().save(*args, **kwargs)
         self.announce()
 
+    @classmethod
+    def announce_update(cls, rows: int, values: dict) -> None:
+        """After ``rows`` records were updated to ``values``: when that made them due now
+        (``retry_at`` now or past) or final (``retry_at`` NULL), wake the orchestrator and idle
+        actors once it commits (orchestrator/wakeups.py). A lease (``retry_at`` ahead) wakes
+        nobody. Every update of work items tells of itself so, compiled (prepared_update) or
+        not (``WorkQuerySet.update``)."""
+        if rows and "retry_at" in values:
+            _announce(cls, values["retry_at"])
+
     def announce(self) -> None:
         """Once the transaction commits, wake the orchestrator and idle actors of this kind if
         the record is due now, and the orchestrator if it is final (a crawl ``add --wait``
@@ -160,7 +176,7 @@ class WakeStatement(UpdateStatement):
     ):
         def build(*args):
             *keys, poll, now = args
-            return rows(*keys).filter(retry_at__lte=poll), {"retry_at": now}
+            return rows(*keys).waking(poll, now)
 
         super().__init__(f"wake {key}", build, (*arg_types, datetime, datetime), actors=actors)
         self.model = model
@@ -169,17 +185,8 @@ class WakeStatement(UpdateStatement):
         """Wake the records ``rows(*args)`` selects, as ``wake()`` does; return how many."""
         now = timezone.now()
         woken = self.run(*args, next_poll(now), now)
-        announce_update(self.model, woken, {"retry_at": now})
+        self.model.announce_update(woken, {"retry_at": now})
         return woken
-
-
-def announce_update(model: type[WorkItem], rows: int, values: dict) -> None:
-    """After ``rows`` records of ``model`` were updated to ``values``: when that made them due
-    now (``retry_at`` now or past) or final (``retry_at`` NULL), wake the orchestrator and idle
-    actors once it commits (orchestrator/wakeups.py). A lease (``retry_at`` ahead) wakes
-    nobody."""
-    if rows and "retry_at" in values:
-        _announce(model, values["retry_at"])
 
 
 def _announce(model: type[WorkItem], retry_at) -> None:

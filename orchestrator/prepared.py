@@ -33,8 +33,9 @@ against 0.75 ms compiled each time, for a statement SQLite runs in 0.1 ms.
 An UPDATE is compiled the same way (``prepared_update``, ``UpdateStatement``): its build gives
 the rows and the values to set, as ``QuerySet.update()`` takes them, and the SQL is the one that
 method would send (a values' marker found where the markers of a filter are). An UPDATE of a
-child model (more than one table) or of ordered rows is left to Django. It sends no wake-up of
-its own: callers say what their update makes due (orchestrator/models.py). Some seventeen ORM
+child model (more than one table), of ordered, sliced or combined rows, or of another database
+is left to Django. It sends no wake-up of its own: callers tell the model what their update
+made due (``WorkItem.announce_update``, orchestrator/models.py). Some seventeen ORM
 updates a page cost the actors 0.4 to 0.8 ms of Python each, for a statement SQLite runs in
 0.05 ms.
 
@@ -227,7 +228,7 @@ def prepared_update(key: str, build: UpdateBuild, *args) -> int:
     """Run ``rows.update(**values)`` where ``(rows, values) = build(*args)``, from SQL compiled
     once per process under ``key`` (through Django's own ``QuerySet.update`` when it cannot
     be); return how many rows changed. Either way no wake-up is sent: a caller whose update
-    makes work due or final says so (orchestrator/models.py, ``announce_update``)."""
+    makes work due or final says so (``WorkItem.announce_update``, orchestrator/models.py)."""
     query = _prepared(key, build, _types(args), update_compiled_at)
     if query is None:
         rows, values = build(*args)

@@ -272,32 +272,20 @@ class CrawlQuerySet(WorkQuerySet):
         )
         return self if allowed is None else self.filter(allowed)
 
-    def add_bytes(self, change: int) -> int:
-        """Add ``change`` bytes (negative for outputs sent back or moved aside) to these
-        crawls' ``bytes_written`` in one UPDATE (no read first, so two actors recording at
-        once both count); return how many crawls changed."""
-        if not change:
-            return 0
-        return self.update(**_plus_bytes(change))
-
 
 def crawl_add_bytes(crawl_id: int, change: int) -> int:
-    """``Crawl.objects.filter(pk=crawl_id).add_bytes(change)`` as one UPDATE compiled once per
-    process (orchestrator/prepared.py), as actors count every result's bytes; return how many
+    """Add ``change`` bytes (negative for outputs sent back or moved aside) to crawl
+    ``crawl_id``'s ``bytes_written`` in one UPDATE (no read first, so two actors recording at
+    once both count), compiled once per process (orchestrator/prepared.py); return how many
     crawls changed (0 or 1)."""
     if not change:
         return 0
     return BYTES_ADDED.run(crawl_id, change)
 
 
-def _plus_bytes(change: int) -> dict[str, models.Expression]:
-    """The values that add ``change`` bytes to a crawl's ``bytes_written`` in the UPDATE."""
-    return {"bytes_written": models.F("bytes_written") + change}
-
-
 def _bytes_added(crawl_id: int, change: int) -> tuple[models.QuerySet, dict]:
     """The rows and values of ``crawl_add_bytes``'s UPDATE."""
-    return Crawl.objects.filter(pk=crawl_id), _plus_bytes(change)
+    return Crawl.objects.filter(pk=crawl_id), {"bytes_written": models.F("bytes_written") + change}
 
 
 BYTES_ADDED = UpdateStatement(
@@ -419,7 +407,7 @@ class Crawl(ConcurrentTransitionMixin, WorkItem, Politeness):
 
     def save(self, *args, **kwargs) -> None:
         """Save; a crawl already stored leaves ``bytes_written`` alone, which only
-        ``CrawlQuerySet.add_bytes`` changes: a row read before a result was recorded must not
+        ``crawl_add_bytes`` changes: a row read before a result was recorded must not
         write its older count back. Fields not loaded (``LOADED_ON_DEMAND``) are left alone
         too, as Django leaves them when it picks the fields itself."""
         if not self._state.adding and kwargs.get("update_fields") is None and not args:

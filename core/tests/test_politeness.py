@@ -51,7 +51,7 @@ from core.tests.pipeline import archive_crawl
 from core.tests.polite_site import PAGES, PRIVATE, PoliteSite
 from core.tests.users import keeper, staff_with
 from crawls.choices import CrawlScope, CrawlStatus, SkipReason
-from crawls.models import Crawl, CrawlSchedule
+from crawls.models import Crawl, CrawlSchedule, crawl_add_bytes
 from crawls.seeds import InputError
 from orchestrator.claims import hand_back
 from orchestrator.tests.test_orchestrator import CRAWL_TIMEOUT, Vellum
@@ -240,7 +240,7 @@ def test_a_crawls_byte_count_follows_its_results_outputs(site: PoliteSite) -> No
 def test_a_crawl_saved_from_an_older_read_keeps_the_byte_count() -> None:
     crawl = baker.make(Crawl, status=CrawlStatus.STARTED)
     read_before = Crawl.objects.get(pk=crawl.pk)
-    Crawl.objects.filter(pk=crawl.pk).add_bytes(1234)  # a result recorded meanwhile
+    crawl_add_bytes(crawl.pk, 1234)  # a result recorded meanwhile
 
     read_before.stop_growing(reason="max-pages 1 reached")
     read_before.save()
@@ -271,7 +271,7 @@ def test_removing_a_snapshot_takes_its_bytes_off_its_crawl(data_dir) -> None:
         status=ResultStatus.SUCCEEDED,
         retry_at=None,
     )
-    Crawl.objects.filter(pk=crawl.pk).add_bytes(1000)
+    crawl_add_bytes(crawl.pk, 1000)
 
     snapshot_remove(snapshot_id=snapshot.pk)
 
@@ -407,7 +407,7 @@ def test_only_a_started_crawl_stops_growing(status: str) -> None:
 
 def test_leave_out_fails_a_queued_snapshot_with_the_reason(data_dir) -> None:
     crawl = baker.make(Crawl, status=CrawlStatus.STARTED, max_bytes=1)
-    Crawl.objects.filter(pk=crawl.pk).add_bytes(5)
+    crawl_add_bytes(crawl.pk, 5)
     snapshot = baker.make(Snapshot, crawl=crawl, url="http://a.example/", retry_at=timezone.now())
 
     claimed = Snapshot.objects.select_related("crawl").get(pk=snapshot.pk)  # as a claim reads it

@@ -19,7 +19,7 @@ from core.services.crawls import crawl_create
 from core.services.dedup import snapshot_deduplicate
 from core.tests.dedup_site import DedupSite
 from core.tests.pipeline import archive_crawl
-from crawls.models import Crawl
+from crawls.models import Crawl, crawl_add_bytes
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("data_dir")]
 
@@ -94,7 +94,7 @@ def test_an_attempt_that_crashed_after_packing_is_finished(dedup_site) -> None:
     type(wget).objects.filter(pk=wget.pk).update(
         output_files=wget.output_files, output_size=wget.output_size
     )
-    Crawl.objects.filter(pk=snapshot.crawl_id).add_bytes(plain_size - packed_size)
+    crawl_add_bytes(snapshot.crawl_id, plain_size - packed_size)
 
     snapshot_deduplicate(snapshot=snapshot, results=[wget])
     snapshot_deduplicate(snapshot=snapshot, results=[wget])  # and again: nothing more changes

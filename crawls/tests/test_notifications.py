@@ -27,7 +27,7 @@ from core.models import ArchiveResult, Snapshot
 from core.services.crawls import crawl_seal
 from core.tests.test_browser_extractors import unused_port
 from crawls.choices import CrawlStatus
-from crawls.models import Crawl
+from crawls.models import Crawl, crawl_add_bytes
 from crawls.notifications import deliver_webhook
 from crawls.tasks import webhook_send
 
@@ -104,7 +104,7 @@ def finished_crawl(**fields) -> Crawl:
         ArchiveResult, snapshot=snapshot, extractor="wget", status=ResultStatus.SUCCEEDED,
         output_size=2048, retry_at=None,
     )  # fmt: skip
-    Crawl.objects.filter(pk=crawl.pk).add_bytes(2048)  # as recording the result counts it
+    crawl_add_bytes(crawl.pk, 2048)  # as recording the result counts it
     baker.make(
         ArchiveResult, snapshot=snapshot, extractor="favicon", status=ResultStatus.FAILED,
         error="HTTP 404 from http://a.example/favicon.ico", retry_at=None,

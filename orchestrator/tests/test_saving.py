@@ -19,7 +19,7 @@ from core.choices import ResultStatus, SnapshotStatus
 from core.extractors.base import ExtractorOutput, Outcome
 from core.models import ArchiveResult, Snapshot, StorageCopy
 from crawls.choices import CrawlStatus
-from crawls.models import Crawl
+from crawls.models import Crawl, crawl_add_bytes
 from orchestrator.saving import save_row
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,7 +162,7 @@ def test_a_crawls_own_save_leaves_the_bytes_counted_meanwhile() -> None:
     """Crawl.save names the fields it writes, ``bytes_written`` left out: Django saves it."""
     crawl = baker.make(Crawl, status=CrawlStatus.QUEUED, seeds="https://example.com/")
     loaded = Crawl.objects.get(pk=crawl.pk)
-    Crawl.objects.filter(pk=crawl.pk).add_bytes(100)  # a result recorded meanwhile
+    crawl_add_bytes(crawl.pk, 100)  # a result recorded meanwhile
 
     loaded.hold(reason="paused")
     loaded.save()

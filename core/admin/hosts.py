@@ -26,7 +26,7 @@ class HostAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["name", "error"]
     ordering = ["-status", "paused_until", "name"]  # paused first, the soonest resumed first
     readonly_fields = ["name", "state", "standing", "failures", "paused_until", "error",
-                       "modified_at"]  # fmt: skip
+                       "proven_at", "modified_at"]  # fmt: skip
     fields = readonly_fields
     fsm_services = {"resume": _resume_host}
     fsm_labels = {"resume": "Resume now"}
@@ -37,6 +37,6 @@ class HostAdmin(ServiceTransitionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="how it stands")
     def standing(self, host):
-        if host.status == HostStatus.OK and not host.failures:
+        if host.status == HostStatus.OK and not host.failures and host.proven_at:
             return "ok"
         return host.describe().removeprefix(f"host {host.name}: ")

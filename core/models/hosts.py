@@ -11,6 +11,13 @@ out (``ExtractorOutput.unreachable``) counts one failure; HOST_PAUSE_AFTER_FAILU
 row pause the host for the retry rule's backoff (orchestrator/retries.py), longer with each
 further failure. While paused none of its results starts; once the pause has passed the host is
 on trial: one result at a time is let through, and the first success resumes it.
+
+Probation: a host no result of which has succeeded yet, or since its last connection failure
+(``proven_at`` empty), runs one result at a time while results of other hosts wait to start. A
+server that hangs is only known once its first fetch times out: without probation the first
+pages of three such hosts would hold two result actors each, every actor there is, for a whole
+timeout, and the good pages would wait. A proven host runs up to HOST_CONCURRENCY; so does one
+on probation when nothing else waits (one URL's headers and wget start together).
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ class Host(models.Model):
     ``ok → paused`` after HOST_PAUSE_AFTER_FAILURES connection failures in a row (``pause``;
     a failure while paused pauses it again, for longer); ``paused → ok`` on the first success
     (``resume``); ``ok | paused → paused`` when the server answers 429 with Retry-After
-    (``slow_down``). The pause's end is ``paused_until``; after it the host is on trial.
+    (``slow_down``). The pause's end is ``paused_until``; after it the host is on trial. A
+    connection failure ends a host's proof (``proven_at``), the next success gives it again.
     """
 
     name = models.CharField(
@@ -69,6 +77,12 @@ class Host(models.Model):
     robots_fetched_at = models.DateTimeField(
         null=True, blank=True, help_text="When its robots.txt was last read."
     )
+    proven_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a result of the host first succeeded since its last connection failure "
+        "(empty: on probation, one result at a time while other hosts' results wait).",
+    )
     last_started_at = models.DateTimeField(
         null=True, blank=True, help_text="When a result last started fetching from it."
     )
@@ -84,10 +98,13 @@ class Host(models.Model):
 
     def describe(self, now: datetime | None = None) -> str:
         """Say how the host stands, for ``manage.py status`` and the admin, e.g.
-        ``host example.com: paused until 2025-06-01 10:00:05 UTC (3 connection failures: …)``."""
+        ``host example.com: paused until 2025-06-01 10:00:05 UTC (3 connection failures: …)``
+        or ``host example.com: ok, on probation (no result has succeeded yet)``."""
         if self.status == HostStatus.OK:
-            failing = f" ({self._failures()}: {self.error})" if self.failures else ""
-            return f"host {self.name}: ok{failing}"
+            if self.failures:
+                return f"host {self.name}: ok ({self._failures()}: {self.error})"
+            probation = "" if self.proven_at else ", on probation (no result has succeeded yet)"
+            return f"host {self.name}: ok{probation}"
         until = f"{timezone.localtime(self.paused_until):%Y-%m-%d %H:%M:%S %Z}"
         if self.paused_until <= (now or timezone.now()):
             return f"host {self.name}: on trial since {until} ({self._failures()}: {self.error})"
@@ -103,6 +120,7 @@ class Host(models.Model):
         """One more connection failure, not yet enough to pause the host."""
         self.failures += 1
         self.error = error[:2000]
+        self.proven_at = None
 
     @transition(field=status, source=[HostStatus.OK, HostStatus.PAUSED], target=HostStatus.PAUSED)
     def pause(self, *, error: str, delay: float) -> None:
@@ -110,6 +128,7 @@ class Host(models.Model):
         for ``delay`` seconds."""
         self.failures += 1
         self.error = error[:2000]
+        self.proven_at = None
         self.paused_until = timezone.now() + timezone.timedelta(seconds=delay)
 
     @transition(field=status, source=[HostStatus.OK, HostStatus.PAUSED], target=HostStatus.PAUSED)
@@ -124,13 +143,17 @@ class Host(models.Model):
 
     @transition(field=status, source=HostStatus.OK, target=HostStatus.OK)
     def count_success(self) -> None:
-        """A result of the host succeeded: its failures are no longer in a row."""
+        """A result of the host succeeded: its failures are no longer in a row, and it is
+        proven (``proven_at``: kept from its first success since a failure)."""
         self.failures = 0
         self.error = ""
+        self.proven_at = self.proven_at or timezone.now()
 
     @transition(field=status, source=HostStatus.PAUSED, target=HostStatus.OK)
     def resume(self) -> None:
-        """A result of the host succeeded (or an operator resumed it): run its results again."""
+        """A result of the host succeeded (or an operator resumed it): run its results again,
+        as many at once as any proven host."""
         self.failures = 0
         self.error = ""
         self.paused_until = None
+        self.proven_at = timezone.now()

@@ -27,6 +27,11 @@ logger = logging.getLogger(__name__)
 
 TOO_MANY_REQUESTS = 429  # RFC 6585 §4
 CRAWL_LIMIT_RECHECK = timedelta(seconds=1)
+# How long a result its host's probation refused waits. The claim's filter does not know
+# probation (it would need another subquery in every claim), so without a wait every claim would
+# take and hand back such a result before it reached another host's; a good host's probation
+# ends with its first success, a fraction of a second after its first start.
+PROBATION_RECHECK = timedelta(seconds=0.25)
 
 
 def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datetime | None:
@@ -34,6 +39,9 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
     again: now when the host is paused, or on trial (after a pause) with a result running, or
     has as many results running as the crawl allows (HOST_CONCURRENCY, 0: no limit; a second
     later, CRAWL_LIMIT_RECHECK, when the crawl's own lower ``host_concurrency`` is the limit);
+    a quarter of a second later (PROBATION_RECHECK) when the host is on probation (no result of
+    it has succeeded since its last connection failure, if any: core/models/hosts.py) with a
+    result running while a result of another host could start;
     the moment its crawl's ``host_delay_seconds`` (or, for a crawl that obeys robots.txt, the
     host's Crawl-delay when longer) after the host's last start has passed, when that is later.
 
@@ -68,14 +76,18 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
         free_at = host.last_started_at + timedelta(seconds=delay)
         if free_at > now:
             return free_at
-    if limit and _running_on(host.name, now, result.pk) >= limit:
-        return now + _recheck_after(crawl)
+    if limit:
+        running = _running_on(host.name, now, result.pk)
+        if running >= limit:
+            return now + _recheck_after(crawl)
+        if running and host.proven_at is None and _others_waiting(host.name, now):
+            return now + PROBATION_RECHECK
     HOST_STARTED.run(host.pk, now)
     return None
 
 
 # Every start of a result runs the first two statements below and the last, and every success
-# the third.
+# the third; the fourth, only a start on a host on probation with a result running already.
 # Compiled once per process (orchestrator/prepared.py), the first two take host_start_wait from
 # 1.2 ms to 0.4 ms (SQLite, its transaction and the update of the host's last start included).
 # The orchestrator compiles them before it forks the result actors that run them.
@@ -96,7 +108,18 @@ def _results_running_on(name: str, at: datetime, pk: int) -> models.QuerySet:
 
 
 def _host_with_breaker(wanted: str) -> models.QuerySet:
-    return Host.objects.filter(name=wanted).exclude(status=HostStatus.OK, failures=0)
+    return Host.objects.filter(name=wanted).exclude(
+        status=HostStatus.OK, failures=0, proven_at__isnull=False
+    )
+
+
+def _waiting_elsewhere(name: str, at: datetime) -> models.QuerySet:
+    return (
+        ArchiveResult.objects.claimable(at)
+        .filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF])
+        .exclude(snapshot__host=name)
+        .exclude(extractor__in=READS_SAVED)
+    )
 
 
 RESULT_ACTORS = ("archiveresult",)
@@ -106,6 +129,12 @@ RUNNING_ON = Statement(
 )
 BREAKER_TO_CLEAR = Statement(
     "host with a breaker to clear", _host_with_breaker, (str,), actors=RESULT_ACTORS
+)
+WAITING_ELSEWHERE = Statement(
+    "results of other hosts that could start",
+    _waiting_elsewhere,
+    (str, datetime),
+    actors=RESULT_ACTORS,
 )
 HOST_STARTED = UpdateStatement(
     "a host's last start",
@@ -130,8 +159,15 @@ def _running_on(host: str, now: datetime, result_pk: int) -> int:
     return RUNNING_ON.count(host, now, result_pk)
 
 
+def _others_waiting(host: str, now: datetime) -> bool:
+    """Whether a result of a host other than ``host`` waits that could start at ``now``: due,
+    not started, its own host not holding it back, and one that asks its host for pages."""
+    return WAITING_ELSEWHERE.exists(host, now)
+
+
 def _breaker_to_clear(name: str) -> bool:
-    """Whether host ``name`` is paused or counts failures (compiled once, as above)."""
+    """Whether host ``name`` is paused, counts failures or is on probation (compiled once, as
+    above)."""
     return BREAKER_TO_CLEAR.exists(name)
 
 
@@ -164,8 +200,9 @@ def host_note_outcome(*, host: str, extractor: str, output: ExtractorOutput) -> 
     seconds, where n counts the failures from the one that reached the limit (1, 2, ...), and
     each further one pauses it again, for longer. A 429 Too Many Requests with Retry-After
     (RFC 6585 §4) pauses the whole host for that many seconds (``Host.slow_down``, at most
-    BACKOFF_CAP), not only the result's URL. A success resumes a paused host and clears
-    the count. Any other outcome (the server answered with an error, the extractor did not
+    BACKOFF_CAP), not only the result's URL. A success resumes a paused host, clears the
+    count and ends the host's probation (``proven_at``; written once, by its first success
+    since a failure). Any other outcome (the server answered with an error, the extractor did not
     apply) leaves the breaker as it is. Return the host's row when it changed, else None.
     """
     if output.unreachable:

@@ -30,6 +30,7 @@ from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.hosts import (
     CRAWL_LIMIT_RECHECK,
+    PROBATION_RECHECK,
     host_note_outcome,
     host_resume,
     host_start_wait,
@@ -155,6 +156,33 @@ def test_host_count_success_clears_the_count() -> None:
 
     host = Host.objects.get(pk=host.pk)
     assert (host.status, host.failures, host.error) == (HostStatus.OK, 0, "")
+    assert host.proven_at is not None
+
+
+def test_a_hosts_proof_is_kept_from_its_first_success() -> None:
+    host = Host.objects.create(name="a.example")
+    host.count_success()
+    first = host.proven_at
+
+    host.count_success()
+
+    assert host.proven_at == first
+
+
+@pytest.mark.parametrize("transition", ["count_failure", "pause"])
+def test_a_connection_failure_ends_a_hosts_proof(transition: str) -> None:
+    host = Host.objects.create(name="a.example")
+    host.count_success()
+    kwargs = {"error": "x", "delay": 1} if transition == "pause" else {"error": "x"}
+
+    getattr(host, transition)(**kwargs)
+    host.save()
+
+    assert Host.objects.get(pk=host.pk).proven_at is None
+
+
+def test_a_new_host_is_not_proven() -> None:
+    assert Host.objects.create(name="a.example").proven_at is None
 
 
 def test_host_resume_runs_its_results_again() -> None:
@@ -170,6 +198,7 @@ def test_host_resume_runs_its_results_again() -> None:
         "",
         None,
     )
+    assert host.proven_at is not None
 
 
 @pytest.mark.parametrize(
@@ -211,6 +240,14 @@ def test_a_paused_host_says_until_when_and_why() -> None:
 
 def test_a_host_whose_pause_passed_says_it_is_on_trial() -> None:
     assert " on trial since " in paused_host("a.example", for_seconds=-1).describe()
+
+
+def test_a_host_says_it_is_on_probation_until_a_result_succeeds() -> None:
+    host = Host.objects.create(name="a.example")
+
+    assert host.describe() == "host a.example: ok, on probation (no result has succeeded yet)"
+    host.count_success()
+    assert host.describe() == "host a.example: ok"
 
 
 # --- the breaker ----------------------------------------------------------------------------------
@@ -258,6 +295,29 @@ def test_a_success_clears_failures_so_they_are_not_in_a_row() -> None:
     host = fail_times("a.example", 2)
 
     assert (host.status, host.failures) == (HostStatus.OK, 2)
+
+
+def test_the_first_success_of_a_host_proves_it_and_later_ones_write_nothing() -> None:
+    Host.objects.create(name="a.example")  # as its first result's start makes it
+    succeeded = ExtractorOutput(outcome=Outcome.SUCCEEDED)
+
+    proven = host_note_outcome(host="a.example", extractor="wget", output=succeeded)
+    again = host_note_outcome(host="a.example", extractor="headers", output=succeeded)
+
+    assert proven is not None and proven.proven_at is not None
+    assert again is None
+    assert Host.objects.get(name="a.example").proven_at == proven.proven_at
+
+
+def test_a_failure_after_a_success_puts_the_host_on_probation_again() -> None:
+    Host.objects.create(name="a.example")
+    host_note_outcome(
+        host="a.example", extractor="wget", output=ExtractorOutput(outcome=Outcome.SUCCEEDED)
+    )
+
+    host = fail_times("a.example", 1)
+
+    assert (host.status, host.failures, host.proven_at) == (HostStatus.OK, 1, None)
 
 
 def test_a_success_on_a_host_with_nothing_to_clear_writes_nothing() -> None:
@@ -419,6 +479,89 @@ def test_a_host_on_trial_takes_one_at_a_time() -> None:
     assert refused(first) is False
     result_on("a.example", ResultStatus.STARTED)
     assert refused(result_on("a.example")) is True
+
+
+def proven_host(name: str) -> Host:
+    host = Host.objects.create(name=name)
+    host.count_success()
+    host.save()
+    return host
+
+
+def test_a_host_on_probation_takes_one_at_a_time_while_another_hosts_results_wait() -> None:
+    result_on("new.example", ResultStatus.STARTED)
+    result_on("other.example")
+    second = result_on("new.example")
+
+    with transaction.atomic():
+        wait = host_start_wait(result=second)
+
+    assert wait is not None
+    assert 0 < seconds_from_now(wait) <= PROBATION_RECHECK.total_seconds()
+    assert refused(result_on("other.example")) is False  # the other host's first
+
+
+def test_a_host_on_probation_takes_up_to_its_limit_when_nothing_else_waits() -> None:
+    """One URL: its headers and wget start together on a host never seen before."""
+    result_on("new.example", ResultStatus.STARTED)
+
+    assert refused(result_on("new.example")) is False
+
+
+def test_a_proven_host_takes_up_to_its_limit_while_others_wait() -> None:
+    proven_host("good.example")
+    result_on("good.example", ResultStatus.STARTED)
+    result_on("other.example")
+
+    assert refused(result_on("good.example")) is False
+
+
+def test_a_host_that_failed_since_its_proof_is_on_probation_again() -> None:
+    proven_host("flaky.example")
+    fail_times("flaky.example", 1)
+    result_on("flaky.example", ResultStatus.STARTED)
+    result_on("other.example")
+
+    assert refused(result_on("flaky.example")) is True
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    ["paused host", "full host", "reads what was saved", "started", "not due"],
+)
+def test_probation_counts_only_other_results_that_could_start(elsewhere: str) -> None:
+    result_on("new.example", ResultStatus.STARTED)
+    if elsewhere == "paused host":
+        paused_host("paused.example", for_seconds=60)
+        result_on("paused.example")
+    elif elsewhere == "full host":
+        proven_host("full.example")
+        result_on("full.example", ResultStatus.STARTED)
+        result_on("full.example", ResultStatus.STARTED)
+        result_on("full.example")
+    elif elsewhere == "reads what was saved":
+        result_on("other.example", extractor="title")
+    elif elsewhere == "started":
+        result_on("other.example", ResultStatus.STARTED)
+    else:
+        result_on("other.example", retry_at=timezone.now() + timedelta(seconds=60))
+
+    assert refused(result_on("new.example")) is False
+
+
+def test_host_concurrency_0_has_no_probation(settings) -> None:
+    settings.HOST_CONCURRENCY = 0
+    result_on("new.example", ResultStatus.STARTED)
+    result_on("other.example")
+
+    assert refused(result_on("new.example")) is False
+
+
+def test_a_companion_keeps_its_claims_slot_on_probation() -> None:
+    result_on("new.example", ResultStatus.STARTED)
+    result_on("other.example")
+
+    assert refused(result_on("new.example"), keeps_slot=True) is False
 
 
 def test_results_that_start_at_once_never_pass_the_limit() -> None:
@@ -695,13 +838,15 @@ def admin_client() -> Client:
 
 def test_the_admin_lists_hosts_with_how_they_stand(admin_client: Client) -> None:
     paused_host("hang.example:8080", for_seconds=600)
-    Host.objects.create(name="fine.example")
+    proven_host("fine.example")
+    Host.objects.create(name="new.example")
 
     html = admin_client.get("/admin/core/host/").content.decode()
 
     assert "hang.example:8080" in html and "fine.example" in html
     assert "paused until " in html
     assert f"(3 connection failures: headers: {HANG})" in html
+    assert "ok, on probation (no result has succeeded yet)" in html
 
 
 def test_a_paused_host_can_be_resumed_from_its_admin_page(admin_client: Client) -> None:

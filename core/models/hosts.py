@@ -40,6 +40,11 @@ class HostQuerySet(models.QuerySet):
         """Paused hosts whose pause has passed at ``now``: one result at a time may run."""
         return self.filter(status=HostStatus.PAUSED, paused_until__lte=now or timezone.now())
 
+    def proven(self) -> HostQuerySet:
+        """Hosts a result of which has succeeded since their last connection failure (or that
+        an operator resumed): out of probation (the module's docstring)."""
+        return self.filter(proven_at__isnull=False)
+
 
 class Host(models.Model):
     """One host pages are fetched from (``host[:port]``) and the state of its circuit breaker.
@@ -80,8 +85,9 @@ class Host(models.Model):
     proven_at = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="When a result of the host first succeeded since its last connection failure "
-        "(empty: on probation, one result at a time while other hosts' results wait).",
+        help_text="When the host was proven: its first result that succeeded since its last "
+        "connection failure, or an operator resumed it (empty: on probation, one result at a "
+        "time while other hosts' results wait).",
     )
     last_started_at = models.DateTimeField(
         null=True, blank=True, help_text="When a result last started fetching from it."

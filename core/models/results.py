@@ -76,32 +76,74 @@ class ArchiveResultQuerySet(WorkQuerySet):
     def held_back_hosts(now) -> models.Q:
         """Match results whose snapshot's host (core/models/hosts.py) may start none at ``now``:
         it is paused; or, unless the result ``reads_saved`` (it asks the host nothing), it is on
-        trial with a result running or has HOST_CONCURRENCY results running (0: no limit).
-        Running means started and under a live lease, counting no result that ``reads_saved``.
+        trial with a result running, has HOST_CONCURRENCY results running (0: no limit), or is
+        on probation with a result running while a result of another host waits
+        (``waiting_elsewhere``). Running means started and under a live lease, counting no
+        result that ``reads_saved``.
 
-        Three subqueries that do not depend on the row, each computed once per query. The
-        claim's transaction checks again, exactly, and starts the result there (result_admit in
-        core/services/results.py): this filter only keeps actors from claiming what the host
-        would refuse.
+        Subqueries that do not depend on the row, each computed once per query, but the last,
+        asked only of a host on probation. The claim's transaction checks again, exactly, and
+        starts the result there (result_admit in core/services/results.py): this filter only
+        keeps actors from claiming what the host would refuse.
         """
-        running = ArchiveResult.objects.filter(
-            status=ResultStatus.STARTED, retry_at__gt=now
-        ).exclude(extractor__in=READS_SAVED)
+        running = ArchiveResultQuerySet._running(now)
         paused = models.Q(snapshot__host__in=Host.objects.paused(now).values("name"))
         on_trial = Host.objects.on_trial(now).values("name")
         busy = models.Q(
             snapshot__host__in=running.filter(snapshot__host__in=on_trial).values("snapshot__host")
         )
         if settings.HOST_CONCURRENCY:
-            full = (
-                running.order_by()
-                .values("snapshot__host")
-                .annotate(running=Count("pk"))
-                .filter(running__gte=settings.HOST_CONCURRENCY)
-                .values("snapshot__host")
+            busy |= models.Q(snapshot__host__in=ArchiveResultQuerySet._full_hosts(running))
+            # A host with no row yet counts as on probation: a result that started without
+            # its admission (a test's) made none.
+            proven = Host.objects.proven().values("name")
+            busy |= models.Q(
+                snapshot__host__in=running.exclude(snapshot__host__in=proven).values(
+                    "snapshot__host"
+                )
+            ) & models.Q(
+                Exists(
+                    ArchiveResult.objects.waiting_elsewhere(now).exclude(
+                        snapshot__host=OuterRef("snapshot__host")
+                    )
+                )
             )
-            busy |= models.Q(snapshot__host__in=full)
         return paused | (busy & ~models.Q(extractor__in=READS_SAVED))
+
+    @staticmethod
+    def _running(now) -> models.QuerySet:
+        """Results that run at ``now`` on their host: started, under a live lease, of an
+        extractor that asks the host for pages (not ``reads_saved``)."""
+        return ArchiveResult.objects.filter(status=ResultStatus.STARTED, retry_at__gt=now).exclude(
+            extractor__in=READS_SAVED
+        )
+
+    @staticmethod
+    def _full_hosts(running: models.QuerySet) -> models.QuerySet:
+        """The hosts of ``running`` with HOST_CONCURRENCY of them or more (names)."""
+        return (
+            running.order_by()
+            .values("snapshot__host")
+            .annotate(running=Count("pk"))
+            .filter(running__gte=settings.HOST_CONCURRENCY)
+            .values("snapshot__host")
+        )
+
+    def waiting_elsewhere(self, now) -> ArchiveResultQuerySet:
+        """Results that wait to start at ``now`` (queued or in backoff, due) and ask their host
+        for pages (not ``reads_saved``), of a host neither paused nor running HOST_CONCURRENCY:
+        what a host on probation leaves its second place to (core/models/hosts.py). The caller
+        leaves out that host's own. Holds on their crawl or snapshot and the steps they wait
+        for are not looked at: such a result only keeps a host on probation at one result a
+        little longer (until its first success), never holds anything else back."""
+        waiting = (
+            self.filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF], retry_at__lte=now)
+            .exclude(extractor__in=READS_SAVED)
+            .exclude(snapshot__host__in=Host.objects.paused(now).values("name"))
+        )
+        if settings.HOST_CONCURRENCY:
+            waiting = waiting.exclude(snapshot__host__in=self._full_hosts(self._running(now)))
+        return waiting.order_by()
 
     def claim_order(self) -> ArchiveResultQuerySet:
         """Results whose worker died first (still started, lease run out: recovering one takes

@@ -22,16 +22,12 @@ from core.extractors.registry import READS_SAVED
 from core.models import ArchiveResult, Host
 from orchestrator.prepared import Statement, UpdateStatement
 from orchestrator.retries import backoff_delay
+from orchestrator.wakeups import notify_due
 
 logger = logging.getLogger(__name__)
 
 TOO_MANY_REQUESTS = 429  # RFC 6585 §4
 CRAWL_LIMIT_RECHECK = timedelta(seconds=1)
-# How long a result its host's probation refused waits. The claim's filter does not know
-# probation (it would need another subquery in every claim), so without a wait every claim would
-# take and hand back such a result before it reached another host's; a good host's probation
-# ends with its first success, a fraction of a second after its first start.
-PROBATION_RECHECK = timedelta(seconds=0.25)
 
 
 def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datetime | None:
@@ -39,9 +35,10 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
     again: now when the host is paused, or on trial (after a pause) with a result running, or
     has as many results running as the crawl allows (HOST_CONCURRENCY, 0: no limit; a second
     later, CRAWL_LIMIT_RECHECK, when the crawl's own lower ``host_concurrency`` is the limit);
-    a quarter of a second later (PROBATION_RECHECK) when the host is on probation (no result of
-    it has succeeded since its last connection failure, if any: core/models/hosts.py) with a
-    result running while a result of another host could start;
+    now when the host is on probation (none of its results has succeeded yet, or since its last
+    connection failure: core/models/hosts.py) with a result running while a result of another
+    host waits to start (``ArchiveResultQuerySet.waiting_elsewhere``; with HOST_CONCURRENCY 0
+    there is no probation either);
     the moment its crawl's ``host_delay_seconds`` (or, for a crawl that obeys robots.txt, the
     host's Crawl-delay when longer) after the host's last start has passed, when that is later.
 
@@ -80,8 +77,8 @@ def host_start_wait(*, result: ArchiveResult, keeps_slot: bool = False) -> datet
         running = _running_on(host.name, now, result.pk)
         if running >= limit:
             return now + _recheck_after(crawl)
-        if running and host.proven_at is None and _others_waiting(host.name, now):
-            return now + PROBATION_RECHECK
+        if _on_probation(host, running) and _others_waiting(host.name, now):
+            return now  # the claim's filter holds it back meanwhile, as a full host's
     HOST_STARTED.run(host.pk, now)
     return None
 
@@ -114,12 +111,7 @@ def _host_with_breaker(wanted: str) -> models.QuerySet:
 
 
 def _waiting_elsewhere(name: str, at: datetime) -> models.QuerySet:
-    return (
-        ArchiveResult.objects.claimable(at)
-        .filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF])
-        .exclude(snapshot__host=name)
-        .exclude(extractor__in=READS_SAVED)
-    )
+    return ArchiveResult.objects.waiting_elsewhere(at).exclude(snapshot__host=name)
 
 
 RESULT_ACTORS = ("archiveresult",)
@@ -159,9 +151,16 @@ def _running_on(host: str, now: datetime, result_pk: int) -> int:
     return RUNNING_ON.count(host, now, result_pk)
 
 
+def _on_probation(host: Host, running: int) -> bool:
+    """Whether ``host`` (not paused) is on probation with ``running`` results running: one
+    at least, none of its results succeeded since its last failure, HOST_CONCURRENCY set
+    (as the claim's filter, ``ArchiveResultQuerySet.held_back_hosts``, has it)."""
+    return bool(running and settings.HOST_CONCURRENCY and host.proven_at is None)
+
+
 def _others_waiting(host: str, now: datetime) -> bool:
-    """Whether a result of a host other than ``host`` waits that could start at ``now``: due,
-    not started, its own host not holding it back, and one that asks its host for pages."""
+    """Whether a result of a host other than ``host`` waits to start at ``now``
+    (``ArchiveResultQuerySet.waiting_elsewhere``, as the claim's filter asks it)."""
     return WAITING_ELSEWHERE.exists(host, now)
 
 
@@ -202,7 +201,8 @@ def host_note_outcome(*, host: str, extractor: str, output: ExtractorOutput) -> 
     (RFC 6585 §4) pauses the whole host for that many seconds (``Host.slow_down``, at most
     BACKOFF_CAP), not only the result's URL. A success resumes a paused host, clears the
     count and ends the host's probation (``proven_at``; written once, by its first success
-    since a failure). Any other outcome (the server answered with an error, the extractor did not
+    since a failure, and the idle result actors are woken: what waited may start now). Any
+    other outcome (the server answered with an error, the extractor did not
     apply) leaves the breaker as it is. Return the host's row when it changed, else None.
     """
     if output.unreachable:
@@ -244,12 +244,17 @@ def _host_count_success(name: str) -> Host | None:
         return None
     with transaction.atomic():
         host = Host.objects.select_for_update().get(name=name)
+        was_proven = host.proven_at is not None
         if host.status == HostStatus.PAUSED:
             host.resume()
             logger.info("host %s resumed: a result succeeded", name)
         else:
             host.count_success()
         host.save()
+        if not was_proven:
+            # Its proof may let results start that the claims held back (probation): no end
+            # of a result wakes the idle actors, so they are told.
+            notify_due("archiveresult")
     return host
 
 

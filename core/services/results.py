@@ -170,18 +170,19 @@ def _start_if_host_takes(result: ArchiveResult, keeps_slot: bool = False) -> boo
 
 
 def _hand_back_for_host(result: ArchiveResult, wait_until: datetime) -> None:
-    """Give back the claim of ``result``, which its host does not take now (paused, or as many
-    running as it may): due again at ``wait_until`` (at once, but when its crawl's delay
-    between two starts on the host runs later), for whichever actor finds its host free. No idle
-    actor is woken for it: one would only find the host as busy (on a single-host crawl every
-    refusal used to wake them all into claiming it again, some 90 claims in 200)."""
+    """Give back the claim of ``result``, which its host does not take now (paused, as many
+    running as it may, or on probation: core/services/hosts.py): due again at ``wait_until``
+    (at once, but when its crawl's delay between two starts on the host runs later), for
+    whichever actor finds its host free. No idle actor is woken for it: one would only find the
+    host as busy (on a single-host crawl every refusal used to wake them all into claiming it
+    again, some 90 claims in 200)."""
     given_at = hand_back(result, lease_end=result.retry_at, wake_idle=False, due_at=wait_until)
     if given_at is not None:
         # What the actor dates its release by (actor._handed_back_at): the moment it was given.
         result.retry_at = given_at
         result.modified_at = min(given_at, timezone.now())  # not claimable before given_at
     logger.info(
-        "%s of %s handed back: host %s is paused or busy",
+        "%s of %s handed back: host %s is paused, busy or on probation",
         result.extractor,
         result.snapshot_id,
         result.snapshot.host,

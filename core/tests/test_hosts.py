@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import close_old_connections, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
@@ -30,7 +31,6 @@ from core.extractors.errors import Outcome
 from core.models import ArchiveResult, Host, Snapshot
 from core.services.hosts import (
     CRAWL_LIMIT_RECHECK,
-    PROBATION_RECHECK,
     host_note_outcome,
     host_resume,
     host_start_wait,
@@ -40,6 +40,7 @@ from crawls.choices import CrawlStatus
 from crawls.models import Crawl
 from orchestrator.claims import claim_next, claim_next_with_companions
 from orchestrator.display import CrawlProgress
+from orchestrator.wakeups import DUE, Listener
 from orchestrator.work import work_types
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -497,7 +498,7 @@ def test_a_host_on_probation_takes_one_at_a_time_while_another_hosts_results_wai
         wait = host_start_wait(result=second)
 
     assert wait is not None
-    assert 0 < seconds_from_now(wait) <= PROBATION_RECHECK.total_seconds()
+    assert seconds_from_now(wait) <= 0  # due again at once: the claim's filter holds it back
     assert refused(result_on("other.example")) is False  # the other host's first
 
 
@@ -650,6 +651,43 @@ def test_a_host_on_trial_offers_one_result_while_none_runs() -> None:
     assert claimable_pks() == set()
 
 
+def test_a_host_on_probation_offers_no_second_result_while_another_hosts_waits() -> None:
+    result_on("new.example", ResultStatus.STARTED)
+    second = result_on("new.example")
+    reader = result_on("new.example", extractor="title")
+    elsewhere = result_on("other.example")
+
+    assert claimable_pks() == {reader.pk, elsewhere.pk}
+    paused_host("other.example", for_seconds=60)  # what waits there cannot start
+    assert claimable_pks() == {second.pk, reader.pk}
+
+
+def test_a_host_on_probation_offers_its_second_result_when_nothing_else_waits() -> None:
+    result_on("new.example", ResultStatus.STARTED)
+    second = result_on("new.example")
+    result_on("other.example", ResultStatus.STARTED)
+
+    assert claimable_pks() == {second.pk}
+
+
+def test_a_proven_host_offers_up_to_its_limit_while_others_wait() -> None:
+    proven_host("good.example")
+    result_on("good.example", ResultStatus.STARTED)
+    second = result_on("good.example")
+    elsewhere = result_on("other.example")
+
+    assert claimable_pks() == {second.pk, elsewhere.pk}
+
+
+def test_hosts_on_probation_each_run_one_while_the_others_wait() -> None:
+    """Three new hosts that hang: none takes a second actor while another's result waits."""
+    for host in ("hang.example", "trickle.example", "reset.example"):
+        result_on(host, ResultStatus.STARTED)
+        result_on(host)
+
+    assert claimable_pks() == set()
+
+
 def test_a_result_whose_worker_died_is_claimable_whatever_its_host() -> None:
     paused_host("a.example", for_seconds=60)
     dead = result_on(
@@ -702,6 +740,7 @@ def test_a_claim_starts_the_result_it_takes_and_the_next_claim_counts_it() -> No
 def test_a_claim_puts_back_what_the_host_refuses_and_takes_the_next_candidate() -> None:
     """A crawl's own lower limit is one the claim's filter does not know: only the admission
     in the claim's transaction sees it, and the claim moves on to another host."""
+    proven_host("a.example")  # not on probation: the crawl's limit alone refuses
     snapshot = snapshot_on("a.example")
     Crawl.objects.filter(pk=snapshot.crawl_id).update(host_concurrency=1)
     baker.make(
@@ -725,6 +764,37 @@ def test_a_claim_puts_back_what_the_host_refuses_and_takes_the_next_candidate() 
     put_back = ArchiveResult.objects.get(pk=refused.pk)
     assert (put_back.status, put_back.attempts) == (ResultStatus.QUEUED, 0)
     assert 0 < seconds_from_now(put_back.retry_at) <= CRAWL_LIMIT_RECHECK.total_seconds()
+
+
+def test_a_claim_passes_over_a_host_on_probation_to_the_result_that_waits_elsewhere() -> None:
+    """More of a new host's results than a claim reads candidates come first in claim order:
+    the claim still reaches the other host's, and puts none of them back."""
+    result_on("new.example", ResultStatus.STARTED)
+    earlier = timezone.now() - timedelta(seconds=60)
+    waiting = [result_on("new.example", retry_at=earlier) for _ in range(6)]
+    elsewhere = result_on("other.example")
+
+    (claimed,) = claim_result()
+
+    assert claimed.pk == elsewhere.pk
+    assert all(r.status == ResultStatus.QUEUED for r in ArchiveResult.objects.filter(
+        pk__in=[w.pk for w in waiting]))  # fmt: skip
+    assert claim_result()[0].snapshot.host == "new.example"  # nothing else waits now
+
+
+def test_the_proof_of_a_host_wakes_the_idle_result_actors(settings, tmp_path) -> None:
+    settings.DATA_DIR = tmp_path  # no other listener hears the ping
+    Host.objects.create(name="new.example")
+    succeeded = ExtractorOutput(outcome=Outcome.SUCCEEDED)
+
+    with Listener("archiveresult") as idle:
+        host_note_outcome(host="new.example", extractor="wget", output=succeeded)
+        woken = idle.drain()
+        host_note_outcome(host="new.example", extractor="headers", output=succeeded)
+        again = idle.drain()
+
+    assert woken.pings == {(DUE, "archiveresult")}
+    assert again.timed_out  # proven already: nothing new may start
 
 
 def test_claims_that_come_at_once_take_no_more_than_the_host_takes() -> None:
@@ -881,3 +951,24 @@ def test_add_wait_says_nothing_of_paused_hosts_the_crawl_does_not_wait_for() -> 
     CrawlProgress(snapshot.crawl, Console(file=out, force_terminal=False, width=200)).update()
 
     assert "paused" not in out.getvalue()
+
+
+# --- the upgrade ----------------------------------------------------------------------------------
+
+
+def test_the_upgrade_leaves_hosts_in_good_standing_out_of_probation() -> None:
+    executor = MigrationExecutor(connection)
+    before, after = [("core", "0016_host_robots_crawl_delay")], [("core", "0017_host_proven_at")]
+    executor.migrate(before)
+    old_host = executor.loader.project_state(before).apps.get_model("core", "Host")
+    old_host.objects.create(name="good.example")
+    old_host.objects.create(name="failing.example", failures=1)
+    old_host.objects.create(name="paused.example", status=HostStatus.PAUSED, failures=3)
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+
+    proven = dict(Host.objects.values_list("name", "proven_at"))
+    assert proven["good.example"] is not None
+    assert proven["failing.example"] is None and proven["paused.example"] is None

@@ -81,10 +81,10 @@ class ArchiveResultQuerySet(WorkQuerySet):
         (``waiting_elsewhere``). Running means started and under a live lease, counting no
         result that ``reads_saved``.
 
-        Subqueries that do not depend on the row, each computed once per query, but the last,
-        asked only of a host on probation. The claim's transaction checks again, exactly, and
-        starts the result there (result_admit in core/services/results.py): this filter only
-        keeps actors from claiming what the host would refuse.
+        Subqueries that do not depend on the row, each computed once per query. The claim's
+        transaction checks again, exactly, and starts the result there (result_admit in
+        core/services/results.py): this filter only keeps actors from claiming what the host
+        would refuse.
         """
         running = ArchiveResultQuerySet._running(now)
         paused = models.Q(snapshot__host__in=Host.objects.paused(now).values("name"))
@@ -94,20 +94,7 @@ class ArchiveResultQuerySet(WorkQuerySet):
         )
         if settings.HOST_CONCURRENCY:
             busy |= models.Q(snapshot__host__in=ArchiveResultQuerySet._full_hosts(running))
-            # A host with no row yet counts as on probation: a result that started without
-            # its admission (a test's) made none.
-            proven = Host.objects.proven().values("name")
-            busy |= models.Q(
-                snapshot__host__in=running.exclude(snapshot__host__in=proven).values(
-                    "snapshot__host"
-                )
-            ) & models.Q(
-                Exists(
-                    ArchiveResult.objects.waiting_elsewhere(now).exclude(
-                        snapshot__host=OuterRef("snapshot__host")
-                    )
-                )
-            )
+            busy |= models.Q(snapshot__host__in=ArchiveResultQuerySet._on_probation(now, running))
         return paused | (busy & ~models.Q(extractor__in=READS_SAVED))
 
     @staticmethod
@@ -129,20 +116,39 @@ class ArchiveResultQuerySet(WorkQuerySet):
             .values("snapshot__host")
         )
 
+    @staticmethod
+    def _on_probation(now, running: models.QuerySet) -> models.QuerySet:
+        """The hosts on probation (core/models/hosts.py) with a result ``running`` while a
+        result of another host waits (``waiting_elsewhere``), as names. A host with no row yet
+        counts as on probation: its first result's admission makes one, and only a result that
+        started without it (a test's) has none. Correlated with the few running results only,
+        so that the claim computes it once, not for each candidate."""
+        unproven = running.exclude(snapshot__host__in=Host.objects.proven().values("name"))
+        elsewhere = ArchiveResult.objects.waiting_elsewhere(now).exclude(
+            snapshot__host=OuterRef("snapshot__host")
+        )
+        return unproven.filter(Exists(elsewhere)).values("snapshot__host")
+
     def waiting_elsewhere(self, now) -> ArchiveResultQuerySet:
-        """Results that wait to start at ``now`` (queued or in backoff, due) and ask their host
-        for pages (not ``reads_saved``), of a host neither paused nor running HOST_CONCURRENCY:
-        what a host on probation leaves its second place to (core/models/hosts.py). The caller
-        leaves out that host's own. Holds on their crawl or snapshot and the steps they wait
-        for are not looked at: such a result only keeps a host on probation at one result a
-        little longer (until its first success), never holds anything else back."""
+        """Results that wait to start at ``now`` and could: runnable (no hold on them, no step
+        they wait for unfinished), queued or in backoff and due, asking their host for pages
+        (not ``reads_saved``), of a host that takes one more (not paused, nor on trial with a
+        result running, nor running HOST_CONCURRENCY). What a host on probation leaves its
+        second place to (core/models/hosts.py); the caller leaves out that host's own. A
+        crawl's own host limit or delay is not looked at: such a result only keeps a host on
+        probation at one result a little longer (until its first success)."""
+        running = self._running(now)
+        on_trial = Host.objects.on_trial(now).values("name")
+        busy_on_trial = running.filter(snapshot__host__in=on_trial).values("snapshot__host")
         waiting = (
-            self.filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF], retry_at__lte=now)
+            self.runnable()
+            .filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF], retry_at__lte=now)
             .exclude(extractor__in=READS_SAVED)
             .exclude(snapshot__host__in=Host.objects.paused(now).values("name"))
+            .exclude(snapshot__host__in=busy_on_trial)
         )
         if settings.HOST_CONCURRENCY:
-            waiting = waiting.exclude(snapshot__host__in=self._full_hosts(self._running(now)))
+            waiting = waiting.exclude(snapshot__host__in=self._full_hosts(running))
         return waiting.order_by()
 
     def claim_order(self) -> ArchiveResultQuerySet:

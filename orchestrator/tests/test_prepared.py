@@ -52,6 +52,9 @@ def test_the_compiled_claim_selects_what_the_orm_selects_at_every_moment(setting
     held_back = result_on("full.example")  # its host runs as many as it may
     paused_host("paused.example", for_seconds=300)
     on_paused = result_on("paused.example")
+    result_on("new.example", status=ResultStatus.STARTED)  # on probation (no success yet)
+    on_probation = result_on("new.example", retry_at=now - timedelta(seconds=30))
+    result_on("other.example", retry_at=now + timedelta(seconds=60))  # what it leaves room to
 
     for moment in (
         now - timedelta(seconds=120),
@@ -68,6 +71,7 @@ def test_the_compiled_claim_selects_what_the_orm_selects_at_every_moment(setting
     due_now = {record.pk for record in _candidates(ArchiveResult, FIELDS, now, 50)}
     assert len(due_now) == 3  # the three of spread.example due by now
     assert held_back.pk not in due_now and on_paused.pk not in due_now
+    assert on_probation.pk not in due_now  # spread.example's wait elsewhere
 
 
 def test_compiled_candidates_carry_their_fields_as_the_orm_loads_them() -> None:

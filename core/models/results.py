@@ -75,46 +75,55 @@ class ArchiveResultQuerySet(WorkQuerySet):
     @staticmethod
     def held_back_hosts(now) -> models.Q:
         """Match results whose snapshot's host (core/models/hosts.py) may start none at ``now``:
-        it is paused; or, unless the result ``reads_saved`` (it asks the host nothing), it is on
-        trial with a result running, has HOST_CONCURRENCY results running (0: no limit), or is
+        it is paused; or, unless the result ``reads_saved`` (it asks the host nothing), it is
+        busy (``_busy_hosts``: on trial with a result running, or running HOST_CONCURRENCY) or
         on probation with a result running while a result of another host waits
-        (``waiting_elsewhere``). Running means started and under a live lease, counting no
-        result that ``reads_saved``.
+        (``waiting_elsewhere``).
 
         Subqueries that do not depend on the row, each computed once per query. The claim's
         transaction checks again, exactly, and starts the result there (result_admit in
         core/services/results.py): this filter only keeps actors from claiming what the host
         would refuse.
         """
-        running = ArchiveResultQuerySet._running(now)
-        paused = models.Q(snapshot__host__in=Host.objects.paused(now).values("name"))
+        running = ArchiveResult.objects.running(now)
+        busy = ArchiveResultQuerySet._busy_hosts(now, running)
+        if settings.HOST_CONCURRENCY:
+            busy |= models.Q(snapshot__host__in=ArchiveResultQuerySet._on_probation(now, running))
+        return ArchiveResultQuerySet._paused_hosts(now) | (
+            busy & ~models.Q(extractor__in=READS_SAVED)
+        )
+
+    def running(self, now) -> ArchiveResultQuerySet:
+        """Results that run at ``now`` on their host: started, under a live lease, of an
+        extractor that asks the host for pages (not ``reads_saved``)."""
+        return self.filter(status=ResultStatus.STARTED, retry_at__gt=now).exclude(
+            extractor__in=READS_SAVED
+        )
+
+    @staticmethod
+    def _paused_hosts(now) -> models.Q:
+        """Match results of a host paused at ``now``."""
+        return models.Q(snapshot__host__in=Host.objects.paused(now).values("name"))
+
+    @staticmethod
+    def _busy_hosts(now, running: models.QuerySet) -> models.Q:
+        """Match results of a host that takes no more of those that ask it for pages at ``now``
+        (``running`` being what runs then): on trial with one running, or running
+        HOST_CONCURRENCY (0: no limit)."""
         on_trial = Host.objects.on_trial(now).values("name")
         busy = models.Q(
             snapshot__host__in=running.filter(snapshot__host__in=on_trial).values("snapshot__host")
         )
         if settings.HOST_CONCURRENCY:
-            busy |= models.Q(snapshot__host__in=ArchiveResultQuerySet._full_hosts(running))
-            busy |= models.Q(snapshot__host__in=ArchiveResultQuerySet._on_probation(now, running))
-        return paused | (busy & ~models.Q(extractor__in=READS_SAVED))
-
-    @staticmethod
-    def _running(now) -> models.QuerySet:
-        """Results that run at ``now`` on their host: started, under a live lease, of an
-        extractor that asks the host for pages (not ``reads_saved``)."""
-        return ArchiveResult.objects.filter(status=ResultStatus.STARTED, retry_at__gt=now).exclude(
-            extractor__in=READS_SAVED
-        )
-
-    @staticmethod
-    def _full_hosts(running: models.QuerySet) -> models.QuerySet:
-        """The hosts of ``running`` with HOST_CONCURRENCY of them or more (names)."""
-        return (
-            running.order_by()
-            .values("snapshot__host")
-            .annotate(running=Count("pk"))
-            .filter(running__gte=settings.HOST_CONCURRENCY)
-            .values("snapshot__host")
-        )
+            full = (
+                running.order_by()
+                .values("snapshot__host")
+                .annotate(running=Count("pk"))
+                .filter(running__gte=settings.HOST_CONCURRENCY)
+                .values("snapshot__host")
+            )
+            busy |= models.Q(snapshot__host__in=full)
+        return busy
 
     @staticmethod
     def _on_probation(now, running: models.QuerySet) -> models.QuerySet:
@@ -132,24 +141,18 @@ class ArchiveResultQuerySet(WorkQuerySet):
     def waiting_elsewhere(self, now) -> ArchiveResultQuerySet:
         """Results that wait to start at ``now`` and could: runnable (no hold on them, no step
         they wait for unfinished), queued or in backoff and due, asking their host for pages
-        (not ``reads_saved``), of a host that takes one more (not paused, nor on trial with a
-        result running, nor running HOST_CONCURRENCY). What a host on probation leaves its
-        second place to (core/models/hosts.py); the caller leaves out that host's own. A
-        crawl's own host limit or delay is not looked at: such a result only keeps a host on
-        probation at one result a little longer (until its first success)."""
-        running = self._running(now)
-        on_trial = Host.objects.on_trial(now).values("name")
-        busy_on_trial = running.filter(snapshot__host__in=on_trial).values("snapshot__host")
-        waiting = (
+        (not ``reads_saved``), of a host neither paused nor busy (``_busy_hosts``). What a host
+        on probation leaves its second place to (core/models/hosts.py); the caller leaves out
+        that host's own. A crawl's own host limit or delay is not looked at: such a result only
+        keeps a host on probation at one result a little longer (until its first success)."""
+        held = self._paused_hosts(now) | self._busy_hosts(now, ArchiveResult.objects.running(now))
+        return (
             self.runnable()
             .filter(status__in=[ResultStatus.QUEUED, ResultStatus.BACKOFF], retry_at__lte=now)
             .exclude(extractor__in=READS_SAVED)
-            .exclude(snapshot__host__in=Host.objects.paused(now).values("name"))
-            .exclude(snapshot__host__in=busy_on_trial)
+            .exclude(held)
+            .order_by()
         )
-        if settings.HOST_CONCURRENCY:
-            waiting = waiting.exclude(snapshot__host__in=self._full_hosts(running))
-        return waiting.order_by()
 
     def claim_order(self) -> ArchiveResultQuerySet:
         """Results whose worker died first (still started, lease run out: recovering one takes

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
-from core.choices import HostStatus, ResultStatus
+from core.choices import HostStatus
 from core.extractors.base import ExtractorOutput
 from core.extractors.errors import Outcome
 from core.extractors.registry import READS_SAVED
@@ -95,13 +95,7 @@ def _host_by_name(wanted: str) -> models.QuerySet:
 
 
 def _results_running_on(name: str, at: datetime, pk: int) -> models.QuerySet:
-    return (
-        ArchiveResult.objects.filter(
-            snapshot__host=name, status=ResultStatus.STARTED, retry_at__gt=at
-        )
-        .exclude(pk=pk)
-        .exclude(extractor__in=READS_SAVED)
-    )
+    return ArchiveResult.objects.running(at).filter(snapshot__host=name).exclude(pk=pk)
 
 
 def _host_with_breaker(wanted: str) -> models.QuerySet:
